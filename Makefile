@@ -1,0 +1,27 @@
+# The two commands of the README. Both create .venv and install the project
+# from its own files, so they work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m trainvisor.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/parse_throughput.py
+	$(PY) bench/passthrough.py
+
+clean:
+	rm -rf $(VENV) trainvisor-runs build *.egg-info

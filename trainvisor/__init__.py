@@ -1,0 +1,26 @@
+"""trainvisor: wrap a training command, pass its output through, parse its metrics,
+back up its checkpoints."""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import TrainvisorError
+from .events import CheckpointEvent, LineRecord, Metric
+from .lines import LineBlock, LineSplitter
+from .parsers import ParserOptions, available_parsers, create_parser, register_parser
+from .pipeline import Pipeline
+
+__all__ = [
+    "__version__",
+    "TrainvisorError",
+    "CheckpointEvent",
+    "LineRecord",
+    "Metric",
+    "LineBlock",
+    "LineSplitter",
+    "ParserOptions",
+    "available_parsers",
+    "create_parser",
+    "register_parser",
+    "Pipeline",
+]

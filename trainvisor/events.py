@@ -1,0 +1,104 @@
+"""The records that flow through trainvisor: lines in, metrics and checkpoints out.
+
+`LineRecord` and `Metric` are created once per line / per metric on the hot path,
+so they are NamedTuples (immutable, ~6x cheaper to build than a frozen dataclass);
+rarer events are frozen dataclasses.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Union
+
+__all__ = [
+    "LineRecord",
+    "Metric",
+    "CheckpointEvent",
+    "Event",
+    "PHASE_TRAIN",
+    "PHASE_TEST",
+    "PHASE_VAL",
+]
+
+PHASE_TRAIN = "train"
+PHASE_TEST = "test"
+PHASE_VAL = "val"
+
+
+class LineRecord(NamedTuple):
+    """One line of the child's output, as a line hook sees it.
+
+    `text` is decoded (UTF-8, invalid bytes replaced), without its line ending and
+    without ANSI escape sequences; a `\\r`-rewritten line holds its final state.
+    `number` is 1-based per stream, counted like `wc -l`, so it points into a
+    saved log. `time` is `time.monotonic()` when the bytes were read.
+    """
+
+    text: str
+    stream: str
+    number: int
+    time: float
+    truncated: bool = False
+
+
+class Metric(NamedTuple):
+    """One parsed value. Identical for a live run and a replay of the same bytes,
+    except `wall_time` (when trainvisor saw the line)."""
+
+    name: str
+    value: float
+    iteration: Optional[int]
+    phase: str
+    test_net: Optional[int]
+    seconds: Optional[float]
+    epoch: Optional[float]
+    wall_time: float
+    line: int
+
+    def to_json_dict(self) -> dict:
+        """JSON has no NaN/Infinity: those are written as strings so the
+        record stays valid JSON and the event is not lost."""
+        d = self._asdict()
+        v = self.value
+        if not math.isfinite(v):
+            d["value"] = "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return d
+
+    @classmethod
+    def from_json_dict(cls, d: dict) -> "Metric":
+        return cls(**{**d, "value": float(d["value"])})
+
+    def without_wall_time(self) -> tuple:
+        """The fields that must agree between `run` and `replay` of the same bytes."""
+        return self._replace(wall_time=0.0)
+
+
+@dataclass(frozen=True)
+class CheckpointEvent:
+    """The training announced (or wrote) a checkpoint file.
+
+    `path` is as the log printed it (relative to the child's working directory
+    when not absolute). `kind` says which file of a checkpoint set it is
+    (e.g. ``weights`` / ``solverstate`` for Caffe).
+    """
+
+    path: str
+    kind: str
+    iteration: Optional[int]
+    epoch: Optional[float]
+    line: int
+    wall_time: float
+
+    def to_json_dict(self) -> dict:
+        return {
+            "event": "checkpoint",
+            "path": self.path,
+            "kind": self.kind,
+            "iteration": self.iteration,
+            "epoch": self.epoch,
+            "line": self.line,
+            "wall_time": self.wall_time,
+        }
+
+
+Event = Union[Metric, CheckpointEvent]

@@ -1,0 +1,73 @@
+"""The parser protocol: blocks of lines in, events out.
+
+A parser is fed `LineBlock`s (many complete lines at once, see `trainvisor.lines`)
+so that a fast parser can scan a whole block with one regex; a parser that thinks
+in lines subclasses `LineParser` and implements `parse_line`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable, Optional, Protocol, Sequence, runtime_checkable
+
+from ..events import Event
+from ..lines import LineBlock
+
+__all__ = ["Parser", "LineParser", "ParserOptions"]
+
+
+@dataclass(frozen=True)
+class ParserOptions:
+    """What a parser may need to know about the run it parses.
+
+    `year`: glog-style timestamps carry no year; a live run passes the current
+    year, a replay the year of the log file's mtime.
+    `iters_per_epoch`: lets iteration-only formats (Caffe) report an epoch.
+    `argv`: the supervised command, for parsers that choose by it (``auto``).
+    """
+
+    year: Optional[int] = None
+    iters_per_epoch: Optional[int] = None
+    argv: Sequence[str] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class Parser(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+
+    def feed(self, block: LineBlock) -> list[Event]:
+        """Events for the lines of `block`, in line order."""
+        ...
+
+    def finish(self) -> list[Event]:
+        """End of the stream: events held back waiting for more lines."""
+        ...
+
+
+class LineParser:
+    """Base for parsers that look at one line at a time."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def __init__(self, options: ParserOptions | None = None) -> None:
+        self.options = options or ParserOptions()
+
+    def parse_line(self, text: str, number: int, wall_time: float) -> Optional[Iterable[Event]]:
+        raise NotImplementedError
+
+    def feed(self, block: LineBlock) -> list[Event]:
+        out: list[Event] = []
+        number = block.first_line
+        parse_line, wall = self.parse_line, block.wall_time
+        lines = block.text.split("\n")
+        lines.pop()
+        for text in lines:
+            events = parse_line(text, number, wall)
+            if events:
+                out.extend(events)
+            number += 1
+        return out
+
+    def finish(self) -> list[Event]:
+        return []

@@ -1,0 +1,127 @@
+"""The one path from lines to sinks, shared by `run` and `replay`."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence
+
+from .events import CheckpointEvent, Event, LineRecord, Metric
+from .faults import FaultCounter
+from .lines import LineBlock
+from .parsers.base import Parser
+from .sinks.base import Sink
+
+__all__ = ["Pipeline", "PipelineStats", "LineHook"]
+
+log = logging.getLogger("trainvisor.pipeline")
+
+LineHook = Callable[[LineRecord], None]
+
+
+def _component_name(obj: object) -> str:
+    name = getattr(obj, "name", None) or getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return str(name)
+
+
+@dataclass
+class PipelineStats:
+    lines: int = 0
+    metrics: int = 0
+    checkpoints: int = 0
+    truncated_lines: int = 0
+    last: dict = field(default_factory=dict)  # (phase, name) -> last Metric
+
+
+class Pipeline:
+    """Feeds blocks to the parser and line hooks, and the parser's events to sinks.
+
+    Runs on one thread (the supervisor's pipeline thread, or the caller of
+    replay); every call into user or plug-in code is contained by `faults`.
+    """
+
+    def __init__(
+        self,
+        parser: Parser,
+        *,
+        sinks: Sequence[Sink] = (),
+        hooks: Sequence[LineHook] = (),
+        flush_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.parser = parser
+        self.sinks = list(sinks)
+        self.hooks = [(h, "hook " + _component_name(h)) for h in hooks]
+        self.faults = FaultCounter(log)
+        self.stats = PipelineStats()
+        self.flush_interval = flush_interval
+        self._clock = clock
+        self._last_flush = clock()
+        self._parser_name = "parser " + _component_name(parser)
+
+    def feed(self, block: LineBlock) -> None:
+        self.stats.lines += block.count
+        if block.truncated:
+            self.stats.truncated_lines += len(block.truncated)
+        if self.hooks:
+            self._run_hooks(block)
+        try:
+            events = self.parser.feed(block)
+        except Exception as exc:  # a parser bug must not stop the run
+            self.faults.record(self._parser_name, exc)
+            events = None
+        if events:
+            self._dispatch(events)
+        self.tick()
+
+    def tick(self) -> None:
+        """Flush sinks when `flush_interval` has passed; called per block and when idle."""
+        now = self._clock()
+        if now - self._last_flush >= self.flush_interval:
+            self._last_flush = now
+            self._each_sink("flush")
+
+    def finish(self) -> None:
+        """End of input: drain the parser, flush and close the sinks."""
+        try:
+            events = self.parser.finish()
+        except Exception as exc:
+            self.faults.record(self._parser_name, exc)
+            events = None
+        if events:
+            self._dispatch(events)
+        self._each_sink("flush")
+        self._each_sink("close")
+
+    # -- internals ---------------------------------------------------------
+
+    def _run_hooks(self, block: LineBlock) -> None:
+        hooks = self.hooks
+        for record in block.records():
+            for hook, name in hooks:
+                try:
+                    hook(record)
+                except Exception as exc:
+                    self.faults.record(name, exc)
+
+    def _dispatch(self, events: list[Event]) -> None:
+        stats = self.stats
+        last = stats.last
+        for ev in events:
+            if type(ev) is Metric:
+                last[(ev.phase, ev.name)] = ev
+            elif isinstance(ev, CheckpointEvent):
+                stats.checkpoints += 1
+        stats.metrics += sum(1 for ev in events if type(ev) is Metric)
+        for sink in self.sinks:
+            try:
+                sink.write(events)
+            except Exception as exc:
+                self.faults.record("sink " + _component_name(sink), exc)
+
+    def _each_sink(self, method: str) -> None:
+        for sink in self.sinks:
+            try:
+                getattr(sink, method)()
+            except Exception as exc:
+                self.faults.record("sink " + _component_name(sink), exc)
