@@ -15,6 +15,8 @@ __all__ = [
     "Metric",
     "CheckpointEvent",
     "Event",
+    "CheckpointFile",
+    "Checkpoint",
     "PHASE_TRAIN",
     "PHASE_TEST",
     "PHASE_VAL",
@@ -102,3 +104,29 @@ class CheckpointEvent:
 
 
 Event = Union[Metric, CheckpointEvent]
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    """One file of a checkpoint: `path` is absolute, `relpath` is relative to the
+    watched root and becomes the tail of the object key."""
+
+    path: str
+    relpath: str
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint, ready to upload as one set.
+
+    The watcher builds it once every file is complete (closed after writing,
+    renamed into place, or quiet for the settle time). `name` identifies the
+    set (e.g. ``lenet_iter_500``), `framework` says which recogniser matched.
+    """
+
+    name: str
+    files: tuple[CheckpointFile, ...]
+    iteration: Optional[int]
+    epoch: Optional[float]
+    root: str
+    framework: str = ""
