@@ -9,6 +9,8 @@ from .events import CheckpointEvent, LineRecord, Metric
 from .lines import LineBlock, LineSplitter
 from .parsers import ParserOptions, available_parsers, create_parser, register_parser
 from .pipeline import Pipeline
+from .replay import replay
+from .supervisor import RunResult, Supervisor
 
 __all__ = [
     "__version__",
@@ -23,4 +25,7 @@ __all__ = [
     "create_parser",
     "register_parser",
     "Pipeline",
+    "replay",
+    "RunResult",
+    "Supervisor",
 ]

@@ -97,9 +97,17 @@ class LineSplitter:
         self.lines = 0  # lines emitted so far
         self._pending = bytearray()  # current (incomplete) line's bytes, compacted
         self._cut = False  # the current line was already cut: drop until newline
+        self._skipping = False  # part of the current line was never seen (a gap)
 
     def feed(self, chunk: bytes, time: float, wall_time: float) -> LineBlock | None:
         """Add bytes; return the lines they complete, or None."""
+        if self._skipping:
+            first = chunk.find(b"\n")
+            if first < 0:
+                return None
+            self._skipping = False
+            self.lines += 1
+            chunk = chunk[first + 1 :]
         nl = chunk.rfind(b"\n")
         if nl < 0:
             self._add_partial(chunk)
@@ -110,8 +118,27 @@ class LineSplitter:
         self._add_partial(rest)
         return block
 
+    def skip(self, newlines: int, ends_with_newline: bool) -> None:
+        """Bytes that will never be fed (the supervisor dropped them from parsing
+        because the pipeline fell behind). Lines they touch are counted, not emitted."""
+        if newlines:
+            self._pending = bytearray()
+            self._cut = False
+            self._skipping = False
+            self.lines += newlines
+            if not ends_with_newline:
+                self._skipping = True
+        else:
+            self._pending = bytearray()
+            self._cut = False
+            self._skipping = True
+
     def finish(self, time: float, wall_time: float) -> LineBlock | None:
         """End of stream: a last line without newline still counts as a line."""
+        if self._skipping:
+            self._skipping = False
+            self.lines += 1
+            return None
         if not self._pending and not self._cut:
             return None
         return self._complete(b"\n", time, wall_time)

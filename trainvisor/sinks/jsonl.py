@@ -16,12 +16,17 @@ class JsonlSink:
 
     name = "jsonl"
 
-    def __init__(self, path: str | os.PathLike, *, mode: str = "w") -> None:
-        self.path = os.fspath(path)
-        parent = os.path.dirname(self.path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        self._fh: IO[str] | None = open(self.path, mode, encoding="utf-8")
+    def __init__(self, target: str | os.PathLike | IO[str], *, mode: str = "w") -> None:
+        self._owns = not hasattr(target, "write")
+        if self._owns:
+            self.path = os.fspath(target)  # type: ignore[arg-type]
+            parent = os.path.dirname(self.path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            self._fh: IO[str] | None = open(self.path, mode, encoding="utf-8")
+        else:
+            self.path = getattr(target, "name", "-")
+            self._fh = target  # type: ignore[assignment]
 
     def write(self, events: Sequence[Event]) -> None:
         fh = self._fh
@@ -36,7 +41,10 @@ class JsonlSink:
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            if self._owns:
+                self._fh.close()
+            else:
+                self._fh.flush()
             self._fh = None
 
 

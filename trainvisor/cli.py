@@ -1,0 +1,217 @@
+"""The `trainvisor` command: run, replay, parse."""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import click
+
+from . import __version__
+from .errors import ConfigError, TrainvisorError
+from .lines import DEFAULT_MAX_LINE
+from .parsers import ParserOptions, create_parser
+from .pipeline import Pipeline, PipelineStats
+from .replay import replay_stream
+from .sinks.jsonl import JsonlSink
+from .summary import format_summary
+
+__all__ = ["main", "cli"]
+
+log = logging.getLogger("trainvisor")
+
+DEFAULT_RUNS_ROOT = "trainvisor-runs"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _setup_logging(run_dir: Optional[Path], *, quiet: bool) -> None:
+    """trainvisor's own log: everything into the run directory, warnings to stderr."""
+    root = logging.getLogger("trainvisor")
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        h.close()
+    if run_dir is not None:
+        fh = logging.FileHandler(run_dir / "trainvisor.log", encoding="utf-8")
+        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(fh)
+    if not quiet:
+        sh = logging.StreamHandler(sys.stderr)
+        sh.setLevel(logging.WARNING)
+        sh.setFormatter(logging.Formatter("trainvisor: %(message)s"))
+        root.addHandler(sh)
+
+
+def _parser_options(year: Optional[int], iters_per_epoch: Optional[int], argv: Sequence[str] = ()) -> ParserOptions:
+    return ParserOptions(year=year, iters_per_epoch=iters_per_epoch, argv=tuple(argv))
+
+
+def _positive(ctx, param, value):
+    if value is not None and value <= 0:
+        raise click.BadParameter("must be greater than 0")
+    return value
+
+
+parser_option = click.option(
+    "--parser", "parser_name", default="caffe", show_default=True, metavar="NAME",
+    help="Log format parser (see `trainvisor parsers`).",
+)
+year_option = click.option(
+    "--year", type=int, default=None,
+    help="Year of the log's first timestamp (glog lines carry none). Default: now for run, the file's mtime for replay.",
+)
+ipe_option = click.option(
+    "--iters-per-epoch", type=int, default=None, callback=_positive,
+    help="Iterations per epoch, for formats that only count iterations (Caffe).",
+)
+max_line_option = click.option(
+    "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE, show_default=True, callback=_positive,
+    help="Longer lines are cut (and flagged) for parsing; the bytes still pass through whole.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="trainvisor")
+def cli() -> None:
+    """Wrap a training command: pass its output through, parse metrics, back up checkpoints."""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@parser_option
+@year_option
+@ipe_option
+@max_line_option
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
+              help="JSONL metrics file. Default: RUN_DIR/metrics.jsonl.")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help=f"Run directory. Default: ./{DEFAULT_RUNS_ROOT}/RUN_ID.")
+@click.option("--run-id", default=None, help="Run id (default: time + random suffix).")
+@click.option("--log-file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the child's output, both streams as received, to this file.")
+@click.option("--shell", is_flag=True, help="Run CMD through /bin/sh -c.")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True), default=None, help="Child's working directory.")
+@click.option("--kill-timeout", type=float, default=30.0, show_default=True,
+              help="Seconds between SIGTERM and SIGKILL of the whole process tree at shutdown.")
+@click.option("--summary/--no-summary", default=None, help="Print a summary at the end (default: when stderr is a terminal).")
+@click.option("-q", "--quiet", is_flag=True, help="No trainvisor warnings on stderr (they still go to the run log).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_dir, run_id, log_file, shell, cwd,
+        kill_timeout, summary, quiet, command) -> None:
+    """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`."""
+    from .supervisor import Supervisor
+
+    command = list(command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise ConfigError("no command given: trainvisor run [OPTIONS] -- CMD [ARGS...]")
+    run_id = run_id or new_run_id()
+    rd = Path(run_dir) if run_dir else Path(DEFAULT_RUNS_ROOT) / run_id
+    rd.mkdir(parents=True, exist_ok=True)
+    _setup_logging(rd, quiet=quiet)
+    parser = create_parser(parser_name, _parser_options(year or time.localtime().tm_year, iters_per_epoch, command))
+    metrics = Path(metrics_path) if metrics_path else rd / "metrics.jsonl"
+    sink = JsonlSink(metrics)
+    log.info("run %s: %s (parser %s, metrics %s)", run_id, " ".join(command), parser_name, metrics)
+    sup = Supervisor(
+        command, parser=parser, sinks=[sink], shell=shell, cwd=cwd, log_file=log_file, kill_timeout=kill_timeout,
+        max_line=max_line_bytes, subreaper=True,
+    )
+    result = sup.run()
+    log.info("run %s ended: exit code %d, %d lines, %d metrics", run_id, result.exit_code,
+             result.stats.lines, result.stats.metrics)
+    if summary is None:
+        summary = sys.stderr.isatty()
+    if summary:
+        click.echo(format_summary(result.stats, exit_code=result.exit_code, faults=result.faults,
+                                  metrics_path=str(metrics), run_dir=str(rd)), err=True)
+    sys.exit(result.exit_code)
+
+
+def _open_log(path: str):
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _file_year(path: str) -> int:
+    return time.localtime(os.stat(path).st_mtime).tm_year
+
+
+@cli.command()
+@parser_option
+@year_option
+@ipe_option
+@max_line_option
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
+              help="Write JSONL here (default: standard output).")
+@click.option("--summary/--no-summary", default=False, help="Print a summary to stderr at the end.")
+@click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
+def replay(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, summary, log_path) -> None:
+    """Parse a saved LOG through the same pipeline as a live run."""
+    with _open_log(log_path) as fh:
+        parser = create_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch))
+        sink = JsonlSink(metrics_path if metrics_path else sys.stdout)
+        stats = replay_stream(fh, Pipeline(parser, sinks=[sink]), max_line=max_line_bytes)
+    if summary:
+        click.echo(format_summary(stats, metrics_path=metrics_path or "-"), err=True)
+
+
+@cli.command()
+@parser_option
+@year_option
+@ipe_option
+@max_line_option
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), default=None,
+              help="Write LOG.train and LOG.test here, in Caffe parse_log.py's layout.")
+@click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
+def parse(parser_name, year, iters_per_epoch, max_line_bytes, csv_dir, log_path) -> None:
+    """Parse a saved LOG into tables."""
+    from .sinks.caffe_csv import CaffeCsvSink
+
+    if csv_dir is None:
+        raise ConfigError("nothing to write: give --csv OUTDIR")
+    with _open_log(log_path) as fh:
+        parser = create_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch))
+        sink = CaffeCsvSink(csv_dir, os.path.basename(log_path))
+        replay_stream(fh, Pipeline(parser, sinks=[sink]), max_line=max_line_bytes)
+    for path in sink.written:
+        click.echo(f"wrote {path}", err=True)
+    if not sink.written:
+        click.echo(f"trainvisor: no Caffe metrics found in {log_path}; nothing written", err=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Entry point: maps trainvisor errors to one line on stderr and an exit code."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="trainvisor", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("trainvisor: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except TrainvisorError as exc:
+        click.echo(f"trainvisor: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # `trainvisor replay LOG | head`: the reader went away; not an error.
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            os._exit(0)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

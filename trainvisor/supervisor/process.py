@@ -1,0 +1,201 @@
+"""Starting the child, forwarding signals, and ending the whole process tree."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import signal
+import subprocess
+import time
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+import psutil
+
+from ..errors import CommandNotExecutable, CommandNotFound
+
+__all__ = [
+    "FORWARDED_SIGNALS",
+    "SHUTDOWN_SIGNALS",
+    "spawn_child",
+    "exit_code_of",
+    "become_subreaper",
+    "ProcessTree",
+]
+
+log = logging.getLogger("trainvisor.supervisor")
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+# Signals after which trainvisor itself is shutting down: the kill timeout starts.
+SHUTDOWN_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants of the child re-parent to us (Linux), so a
+    grandchild that double-forked is still found and ended at shutdown; also
+    makes trainvisor reap zombies when it runs as a container's PID-1 daemon."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def spawn_child(
+    argv: Sequence[str],
+    *,
+    shell: bool = False,
+    cwd: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    popen: Callable[..., subprocess.Popen] = subprocess.Popen,
+) -> subprocess.Popen:
+    """Start the child in its own session with piped stdout/stderr.
+
+    `PYTHONUNBUFFERED=1` is added so a Python child does not hold its output in an
+    8 KiB buffer (its lines would reach the parsers seconds late).
+    """
+    child_env = dict(os.environ if env is None else env)
+    child_env.setdefault("PYTHONUNBUFFERED", "1")
+    args: Sequence[str] | str
+    if shell:
+        args = " ".join(argv) if len(argv) > 1 else argv[0]
+    else:
+        args = list(argv)
+    try:
+        return popen(
+            args,
+            shell=shell,
+            cwd=cwd,
+            env=child_env,
+            stdin=None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            bufsize=0,
+        )
+    except FileNotFoundError as exc:
+        if cwd is not None and not os.path.isdir(cwd):
+            raise CommandNotFound(f"working directory not found: {cwd}") from exc
+        raise CommandNotFound(f"{argv[0]}: command not found") from exc
+    except PermissionError as exc:
+        raise CommandNotExecutable(f"{argv[0]}: permission denied") from exc
+    except OSError as exc:
+        if exc.errno == errno.ENOEXEC:
+            raise CommandNotExecutable(f"{argv[0]}: cannot execute: exec format error") from exc
+        if exc.errno in (errno.EISDIR, errno.EACCES):
+            raise CommandNotExecutable(f"{argv[0]}: cannot execute: {exc.strerror}") from exc
+        raise CommandNotFound(f"{argv[0]}: cannot start: {exc.strerror}") from exc
+
+
+def exit_code_of(returncode: int) -> int:
+    """A shell's convention: 128+N for a child killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class ProcessTree:
+    """The child and every process it started, found through psutil.
+
+    Descendants are remembered while the child lives, so ones that outlive it
+    (re-parented to us as subreaper, or to init) are still ended.
+    """
+
+    def __init__(self, child_pid: int, *, own_pids: Callable[[], Iterable[int]] = lambda: ()) -> None:
+        self.child_pid = child_pid
+        self._own_pids = own_pids
+        self._known: dict[int, float] = {}  # pid -> create_time, to avoid killing a reused pid
+
+    def refresh(self) -> list[psutil.Process]:
+        procs: dict[int, psutil.Process] = {}
+        try:
+            child = psutil.Process(self.child_pid)
+            procs[child.pid] = child
+            for p in child.children(recursive=True):
+                procs[p.pid] = p
+        except psutil.Error:
+            pass
+        # Orphans re-parented to us (as subreaper): only those of the child's
+        # session, never a process of our own (a server a test started, say).
+        own = set(self._own_pids())
+        try:
+            for p in psutil.Process().children(recursive=True):
+                if p.pid in own or p.pid in procs:
+                    continue
+                try:
+                    if os.getsid(p.pid) == self.child_pid:
+                        procs[p.pid] = p
+                except OSError:
+                    pass
+        except psutil.Error:
+            pass
+        for pid, ct in list(self._known.items()):
+            if pid not in procs:
+                try:
+                    p = psutil.Process(pid)
+                    if p.create_time() == ct:
+                        procs[pid] = p
+                except psutil.Error:
+                    self._known.pop(pid, None)
+        for pid, p in procs.items():
+            if pid not in self._known:
+                try:
+                    self._known[pid] = p.create_time()
+                except psutil.Error:
+                    pass
+        alive = []
+        for p in procs.values():
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.Error:
+                pass
+        return alive
+
+    def signal_group(self, sig: int) -> None:
+        """Send `sig` to the child's process group (the child leads it)."""
+        try:
+            os.killpg(self.child_pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def terminate_all(self, *, timeout: float, exclude_child: bool = False) -> int:
+        """SIGTERM every live process of the tree, SIGKILL what is left after
+        `timeout`; returns how many had to be killed."""
+        procs = [p for p in self.refresh() if not (exclude_child and p.pid == self.child_pid)]
+        if not procs:
+            return 0
+        for p in procs:
+            _send(p, signal.SIGTERM)
+        _, alive = psutil.wait_procs(procs, timeout=timeout)
+        return self.kill_all() if alive else 0
+
+    def kill_all(self) -> int:
+        killed = 0
+        for _ in range(3):  # a dying parent may still fork: repeat until quiet
+            procs = self.refresh()
+            if not procs:
+                break
+            for p in procs:
+                if _send(p, signal.SIGKILL):
+                    killed += 1
+            psutil.wait_procs(procs, timeout=2.0)
+        return killed
+
+
+def _send(p: psutil.Process, sig: int) -> bool:
+    try:
+        p.send_signal(sig)
+        return True
+    except psutil.Error:
+        return False
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True

@@ -1,0 +1,167 @@
+"""Pipe readers: the only code between the child's writes and the terminal.
+
+A reader does three cheap things per chunk: pass the bytes through, append them
+to the run log, and hand them to the pipeline thread. It never parses: if it
+stalled, the pipe would fill and the training would block in write().
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import threading
+import time
+from typing import Callable, NamedTuple, Optional
+
+__all__ = ["Chunk", "Gap", "PipeReader", "ByteBudget", "write_all"]
+
+log = logging.getLogger("trainvisor.supervisor")
+
+READ_SIZE = 64 * 1024
+
+
+class Chunk(NamedTuple):
+    stream: str
+    data: bytes
+    time: float
+    wall_time: float
+
+
+class Gap(NamedTuple):
+    """Bytes that were passed through but not parsed because the pipeline fell
+    too far behind; `newlines` keeps line numbers right after it."""
+
+    stream: str
+    size: int
+    newlines: int
+    ends_with_newline: bool
+
+
+class Eof(NamedTuple):
+    stream: str
+
+
+class ByteBudget:
+    """Bytes handed to the pipeline and not yet parsed. Each counter has one
+    writer thread, so no lock is needed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.produced = 0
+        self.consumed = 0
+
+    def in_flight(self) -> int:
+        return self.produced - self.consumed
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """os.write until everything is written (pipes and ttys take partial writes)."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            # Our stdout was left non-blocking by someone else: wait until writable.
+            select.select([], [fd], [], 1.0)
+            continue
+        view = view[n:]
+
+
+class PipeReader(threading.Thread):
+    """Reads one of the child's pipes until EOF (or until `stop()` is called)."""
+
+    def __init__(
+        self,
+        stream: str,
+        fd: int,
+        *,
+        passthrough_fd: Optional[int],
+        put: Callable[[object], None],
+        budget: ByteBudget,
+        run_log_fd: Optional[int] = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(name=f"trainvisor-reader-{stream}", daemon=True)
+        self.stream = stream
+        self.fd = fd
+        self.passthrough_fd = passthrough_fd
+        self.run_log_fd = run_log_fd
+        self._put = put
+        self._budget = budget
+        self._clock = clock
+        self._wall = wall_clock
+        self._wake_r, self._wake_w = os.pipe()
+        self.bytes = 0
+        self.dropped_bytes = 0
+        self.passthrough_error: Optional[str] = None
+
+    def stop(self) -> None:
+        """Make the reader return even if a grandchild still holds the pipe open."""
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # never let a reader die silently: the pipe would fill
+            log.exception("reader for %s failed", self.stream)
+        finally:
+            self._put(Eof(self.stream))
+            for fd in (self._wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def _loop(self) -> None:
+        fd, wake = self.fd, self._wake_r
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        poller.register(wake, select.POLLIN)
+        read, put, clock, wall = os.read, self._put, self._clock, self._wall
+        budget = self._budget
+        stream = self.stream
+        while True:
+            events = poller.poll()
+            if any(efd == wake for efd, _ in events):
+                # Drain what is readable right now, then stop.
+                while select.select([fd], [], [], 0)[0]:
+                    data = read(fd, READ_SIZE)
+                    if not data:
+                        return
+                    self._handle(data, stream, put, clock, wall, budget)
+                return
+            try:
+                data = read(fd, READ_SIZE)
+            except InterruptedError:
+                continue
+            if not data:
+                return
+            self._handle(data, stream, put, clock, wall, budget)
+
+    def _handle(self, data: bytes, stream: str, put, clock, wall, budget: ByteBudget) -> None:
+        self.bytes += len(data)
+        if self.passthrough_fd is not None:
+            try:
+                write_all(self.passthrough_fd, data)
+            except OSError as exc:
+                # Our own stdout is gone (closed pipe): keep draining the child.
+                self.passthrough_error = os.strerror(exc.errno or errno.EIO)
+                log.warning("cannot pass %s through (%s); still parsing it", stream, self.passthrough_error)
+                self.passthrough_fd = None
+        if self.run_log_fd is not None:
+            try:
+                write_all(self.run_log_fd, data)
+            except OSError as exc:
+                log.error("cannot write the run log (%s); output still passes through", exc.strerror)
+                self.run_log_fd = None
+        if budget.in_flight() > budget.limit:
+            self.dropped_bytes += len(data)
+            put(Gap(stream, len(data), data.count(b"\n"), data.endswith(b"\n")))
+            return
+        budget.produced += len(data)
+        put(Chunk(stream, data, clock(), wall()))
