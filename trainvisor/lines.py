@@ -32,7 +32,6 @@ _ANSI_RE = re.compile(
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x1b[@-Z\\-_]"
 )
-_BACKSPACES_RE = re.compile(r"[^\n\b]\b")
 
 
 def clean_text(text: str) -> str:
@@ -40,13 +39,19 @@ def clean_text(text: str) -> str:
     if "\x1b" in text:
         text = _ANSI_RE.sub("", text)
     if "\b" in text:
-        while True:
-            new = _BACKSPACES_RE.sub("", text)
-            if new == text:
-                break
-            text = new
-        text = text.replace("\b", "")
+        text = _apply_backspaces(text)
     return text
+
+
+def _apply_backspaces(text: str) -> str:
+    """Each backspace erases the character before it (never a newline); linear time."""
+    parts = text.split("\b")
+    buf = list(parts[0])
+    for part in parts[1:]:
+        if buf and buf[-1] != "\n":
+            buf.pop()
+        buf.extend(part)
+    return "".join(buf)
 
 
 class LineBlock(NamedTuple):

@@ -20,7 +20,7 @@ LineHook = Callable[[LineRecord], None]
 
 
 def _component_name(obj: object) -> str:
-    name = getattr(obj, "name", None) or getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    name = getattr(obj, "name", None) or getattr(obj, "__name__", None) or type(obj).__name__
     return str(name)
 
 

@@ -143,6 +143,10 @@ class CaffeParser:
                     self._start = t
                 continue
             start_t = self._start
+            if start_t is None and t is not None:
+                # No glog "Solving" line (pycaffe / py-faster-rcnn print their
+                # own): count from the first metric line instead.
+                start_t = self._start = t
             seconds = (t - start_t) / 1e6 if (t is not None and start_t is not None) else None
             if it is not None:
                 iteration = int(it)

@@ -168,7 +168,7 @@ class ProcessTree:
             return 0
         for p in procs:
             _send(p, signal.SIGTERM)
-        _, alive = psutil.wait_procs(procs, timeout=timeout)
+        _, alive = psutil.wait_procs(self._not_child(procs), timeout=timeout)
         return self.kill_all() if alive else 0
 
     def kill_all(self) -> int:
@@ -180,8 +180,13 @@ class ProcessTree:
             for p in procs:
                 if _send(p, signal.SIGKILL):
                     killed += 1
-            psutil.wait_procs(procs, timeout=2.0)
+            psutil.wait_procs(self._not_child(procs), timeout=2.0)
         return killed
+
+    def _not_child(self, procs: list[psutil.Process]) -> list[psutil.Process]:
+        """psutil would reap our direct child, and Popen would then report exit
+        status 0 for it (ECHILD): leave waiting for it to Popen."""
+        return [p for p in procs if p.pid != self.child_pid]
 
 
 def _send(p: psutil.Process, sig: int) -> bool:

@@ -1,0 +1,51 @@
+"""Shared test fixtures: repository paths, the real logs, and leak checks."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+FAKE_CAFFE = FIXTURES / "bin" / "fake-caffe"
+REAL_LOGS = ROOT.parent / "shared" / "real-logs"
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# Nothing in the tests may reach a public host (see trainvisor's uploaders).
+os.environ.setdefault("TRAINVISOR_OFFLINE", "1")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def real_logs(framework: str) -> Path:
+    """The shared real-log folder of one framework, or skip with the reason."""
+    d = REAL_LOGS / framework
+    if not d.is_dir():
+        pytest.skip(f"real logs not available: {d} does not exist (they live in ../shared/real-logs beside the repo)")
+    return d
+
+
+@pytest.fixture
+def fake_caffe() -> list[str]:
+    """argv prefix that runs fixtures/bin/fake-caffe with this interpreter (no PATH wrapper)."""
+    return [sys.executable, str(FAKE_CAFFE)]
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads():
+    """Fail a test that leaves a thread of its own running."""
+    before = set(threading.enumerate())
+    yield
+    deadline = 50
+    import time
+
+    for _ in range(deadline):
+        extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not extra:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"test leaked threads: {[t.name for t in extra]}")
