@@ -18,6 +18,7 @@ from .parsers import ParserOptions, create_parser
 from .pipeline import Pipeline, PipelineStats
 from .replay import replay_stream
 from .sinks.jsonl import JsonlSink
+from .sinks.stats import StatsSink
 from .summary import format_summary
 
 __all__ = ["main", "cli"]
@@ -120,18 +121,19 @@ def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_di
     parser = create_parser(parser_name, _parser_options(year or time.localtime().tm_year, iters_per_epoch, command))
     metrics = Path(metrics_path) if metrics_path else rd / "metrics.jsonl"
     sink = JsonlSink(metrics)
+    if summary is None:
+        summary = sys.stderr.isatty()
+    counts = StatsSink()
     log.info("run %s: %s (parser %s, metrics %s)", run_id, " ".join(command), parser_name, metrics)
     sup = Supervisor(
-        command, parser=parser, sinks=[sink], shell=shell, cwd=cwd, log_file=log_file, kill_timeout=kill_timeout,
+        command, parser=parser, sinks=[sink, counts] if summary else [sink], shell=shell, cwd=cwd, log_file=log_file, kill_timeout=kill_timeout,
         max_line=max_line_bytes, subreaper=True,
     )
     result = sup.run()
-    log.info("run %s ended: exit code %d, %d lines, %d metrics", run_id, result.exit_code,
-             result.stats.lines, result.stats.metrics)
-    if summary is None:
-        summary = sys.stderr.isatty()
+    log.info("run %s ended: exit code %d, %d lines, %d events", run_id, result.exit_code,
+             result.stats.lines, result.stats.events)
     if summary:
-        click.echo(format_summary(result.stats, exit_code=result.exit_code, faults=result.faults,
+        click.echo(format_summary(result.stats, counts, exit_code=result.exit_code, faults=result.faults,
                                   metrics_path=str(metrics), run_dir=str(rd)), err=True)
     sys.exit(result.exit_code)
 
@@ -161,9 +163,10 @@ def replay(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, sum
     with _open_log(log_path) as fh:
         parser = create_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch))
         sink = JsonlSink(metrics_path if metrics_path else sys.stdout)
-        stats = replay_stream(fh, Pipeline(parser, sinks=[sink]), max_line=max_line_bytes)
+        counts = StatsSink()
+        stats = replay_stream(fh, Pipeline(parser, sinks=[sink, counts] if summary else [sink]), max_line=max_line_bytes)
     if summary:
-        click.echo(format_summary(stats, metrics_path=metrics_path or "-"), err=True)
+        click.echo(format_summary(stats, counts, metrics_path=metrics_path or "-"), err=True)
 
 
 @cli.command()

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
-from .events import CheckpointEvent, Event, LineRecord, Metric
+from .events import Event, LineRecord
 from .faults import FaultCounter
 from .lines import LineBlock
 from .parsers.base import Parser
@@ -27,10 +27,8 @@ def _component_name(obj: object) -> str:
 @dataclass
 class PipelineStats:
     lines: int = 0
-    metrics: int = 0
-    checkpoints: int = 0
+    events: int = 0
     truncated_lines: int = 0
-    last: dict = field(default_factory=dict)  # (phase, name) -> last Metric
 
 
 class Pipeline:
@@ -105,14 +103,7 @@ class Pipeline:
                     self.faults.record(name, exc)
 
     def _dispatch(self, events: list[Event]) -> None:
-        stats = self.stats
-        last = stats.last
-        for ev in events:
-            if type(ev) is Metric:
-                last[(ev.phase, ev.name)] = ev
-            elif isinstance(ev, CheckpointEvent):
-                stats.checkpoints += 1
-        stats.metrics += sum(1 for ev in events if type(ev) is Metric)
+        self.stats.events += len(events)
         for sink in self.sinks:
             try:
                 sink.write(events)

@@ -6,6 +6,7 @@ from typing import Optional
 
 from .events import Metric, PHASE_TRAIN
 from .pipeline import PipelineStats
+from .sinks.stats import StatsSink
 
 __all__ = ["format_summary"]
 
@@ -18,6 +19,7 @@ def _fmt(v: float) -> str:
 
 def format_summary(
     stats: PipelineStats,
+    counts: StatsSink,
     *,
     exit_code: Optional[int] = None,
     faults: Optional[dict] = None,
@@ -28,9 +30,9 @@ def format_summary(
     if exit_code is not None:
         lines.append(f"  exit code      {exit_code}")
     lines.append(f"  lines parsed   {stats.lines}" + (f" ({stats.truncated_lines} cut at the line cap)" if stats.truncated_lines else ""))
-    lines.append(f"  metrics        {stats.metrics}")
-    lines.append(f"  checkpoints    {stats.checkpoints} announced")
-    last: dict[tuple[str, str], Metric] = stats.last
+    lines.append(f"  metrics        {counts.metrics}")
+    lines.append(f"  checkpoints    {counts.checkpoints} announced")
+    last: dict[tuple[str, str], Metric] = counts.last
     for name in _LOSS_NAMES:
         m = last.get((PHASE_TRAIN, name))
         if m is not None:
