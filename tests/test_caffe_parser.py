@@ -97,3 +97,15 @@ def test_arbitrary_text_never_raises_and_metrics_come_only_from_marked_lines(lin
         if type(e) is Metric:
             line = src[e.line - 1] if e.line - 1 < len(src) else ""
             assert "Iteration" in line or "net output" in line
+
+
+def test_msvc_nan_spellings_are_metrics_and_garbage_values_are_not():
+    text = (
+        "I0827 10:27:17.000001 28582 solver.cpp:229]     Train net output #0: loss = 1.#QNAN (* 1 = 1.#QNAN loss)\n"
+        "I0827 10:27:17.000002 28582 solver.cpp:229]     Train net output #1: top1 = -1.#INF\n"
+        "I0827 10:27:17.000003 28582 solver.cpp:229]     Train net output #2: acc = ..e\n"
+        "I0827 10:27:17.000004 28582 sgd_solver.cpp:106] Iteration 20, lr = nan\n"
+    )
+    events = parse_text(text)
+    assert [(e.name, e.line) for e in events] == [("loss", 1), ("top1", 2), ("lr", 4)]
+    assert math.isnan(events[0].value) and events[1].value == -math.inf and math.isnan(events[2].value)
