@@ -216,3 +216,30 @@ def test_command_errors_raise_typed_exceptions(tmp_path):
     script.write_text("true\n")
     with pytest.raises(CommandNotExecutable):
         Supervisor([str(script)], forward_signals=False).run()
+
+
+def test_log_file_gets_both_streams_and_metrics_are_flushed_while_the_child_runs(tmp_path):
+    line = "I0101 00:00:00.000001 1 solver.cpp:1] Iteration 3, loss = 0.75"
+    code = ("import sys, time\n"
+            f"print({line!r}, file=sys.stderr, flush=True)\n"
+            "print('stdout line', flush=True)\n"
+            "time.sleep(30)\n")
+    metrics = tmp_path / "m.jsonl"
+    proc = subprocess.Popen(
+        TRAINVISOR + ["run", "--kill-timeout", "2", "--metrics", str(metrics), "--log-file", str(tmp_path / "out.log"),
+                      "--run-dir", str(tmp_path / "run"), "--", PY, "-c", code],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        content = ""
+        while time.monotonic() < deadline and "total_loss" not in content:
+            time.sleep(0.1)
+            content = metrics.read_text() if metrics.exists() else ""
+        assert '"total_loss", "value": 0.75' in content.replace('"name": ', "")  # on disk before the child ends
+        assert proc.poll() is None
+        log = (tmp_path / "out.log").read_bytes()
+        assert line.encode() + b"\n" in log and b"stdout line\n" in log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    assert proc.returncode == 143  # the child died of the forwarded SIGTERM

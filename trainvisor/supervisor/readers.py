@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, NamedTuple, Optional
 
-__all__ = ["Chunk", "Gap", "PipeReader", "ByteBudget", "write_all"]
+__all__ = ["Chunk", "Gap", "PipeReader", "ByteBudget", "RunLog", "write_all"]
 
 log = logging.getLogger("trainvisor.supervisor")
 
@@ -68,6 +68,50 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
+class RunLog:
+    """The child's two streams in one file, interleaved by whole lines.
+
+    Python's print() writes a line and its newline in two write() calls, so
+    interleaving raw chunks would splice a stderr line into the middle of a
+    stdout line. Each stream's partial line is held back (up to `hold` bytes, or
+    a ``\r`` progress update) and written with its end, under a lock.
+    """
+
+    def __init__(self, fd: int, *, hold: int = 64 * 1024) -> None:
+        self.fd = fd
+        self.hold = hold
+        self._lock = threading.Lock()
+        self._pending: dict[str, bytes] = {}
+        self.failed = False
+
+    def write(self, stream: str, data: bytes) -> None:
+        pending = self._pending.get(stream, b"")
+        buf = pending + data if pending else data
+        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
+        if cut == 0 and len(buf) < self.hold:
+            self._pending[stream] = buf
+            return
+        if cut == 0:
+            cut = len(buf)
+        self._pending[stream] = buf[cut:]
+        self._write(buf[:cut])
+
+    def close_stream(self, stream: str) -> None:
+        rest = self._pending.pop(stream, b"")
+        if rest:
+            self._write(rest)
+
+    def _write(self, data: bytes) -> None:
+        if self.failed:
+            return
+        try:
+            with self._lock:
+                write_all(self.fd, data)
+        except OSError as exc:
+            self.failed = True
+            log.error("cannot write the run log (%s); output still passes through", exc.strerror)
+
+
 class PipeReader(threading.Thread):
     """Reads one of the child's pipes until EOF (or until `stop()` is called)."""
 
@@ -79,7 +123,7 @@ class PipeReader(threading.Thread):
         passthrough_fd: Optional[int],
         put: Callable[[object], None],
         budget: ByteBudget,
-        run_log_fd: Optional[int] = None,
+        run_log: Optional[RunLog] = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -87,7 +131,7 @@ class PipeReader(threading.Thread):
         self.stream = stream
         self.fd = fd
         self.passthrough_fd = passthrough_fd
-        self.run_log_fd = run_log_fd
+        self.run_log = run_log
         self._put = put
         self._budget = budget
         self._clock = clock
@@ -110,6 +154,8 @@ class PipeReader(threading.Thread):
         except Exception:  # never let a reader die silently: the pipe would fill
             log.exception("reader for %s failed", self.stream)
         finally:
+            if self.run_log is not None:
+                self.run_log.close_stream(self.stream)
             self._put(Eof(self.stream))
             for fd in (self._wake_r, self._wake_w):
                 try:
@@ -153,12 +199,8 @@ class PipeReader(threading.Thread):
                 self.passthrough_error = os.strerror(exc.errno or errno.EIO)
                 log.warning("cannot pass %s through (%s); still parsing it", stream, self.passthrough_error)
                 self.passthrough_fd = None
-        if self.run_log_fd is not None:
-            try:
-                write_all(self.run_log_fd, data)
-            except OSError as exc:
-                log.error("cannot write the run log (%s); output still passes through", exc.strerror)
-                self.run_log_fd = None
+        if self.run_log is not None:
+            self.run_log.write(stream, data)
         if budget.in_flight() > budget.limit:
             self.dropped_bytes += len(data)
             put(Gap(stream, len(data), data.count(b"\n"), data.endswith(b"\n")))

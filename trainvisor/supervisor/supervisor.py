@@ -29,7 +29,7 @@ from .process import (
     exit_code_of,
     spawn_child,
 )
-from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader
+from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader, RunLog
 
 __all__ = ["Supervisor", "RunResult"]
 
@@ -162,11 +162,12 @@ class Supervisor:
         q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
         budget_out = ByteBudget(self.parse_backlog // 2)
         budget_err = ByteBudget(self.parse_backlog // 2)
+        run_log = RunLog(run_log_fd) if run_log_fd is not None else None
         readers = [
             PipeReader("stdout", proc.stdout.fileno(), passthrough_fd=self.stdout_fd, put=q.put,
-                       budget=budget_out, run_log_fd=run_log_fd),
+                       budget=budget_out, run_log=run_log),
             PipeReader("stderr", proc.stderr.fileno(), passthrough_fd=self.stderr_fd, put=q.put,
-                       budget=budget_err, run_log_fd=run_log_fd),
+                       budget=budget_err, run_log=run_log),
         ]
         budgets = {"stdout": budget_out, "stderr": budget_err}
         pipeline_thread = threading.Thread(
