@@ -14,6 +14,7 @@ iteration and test-net index of the preceding ``Iteration N, Testing net (#j)``.
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from typing import ClassVar, Optional
 
@@ -21,6 +22,11 @@ from ..events import CheckpointEvent, Event, Metric, PHASE_TEST, PHASE_TRAIN
 from ..lines import LineBlock
 from . import register_parser
 from .base import ParserOptions
+
+try:  # optional C loop, built at install time when a compiler is there (setup.py)
+    from ._caffe_speedups import parse_block as _c_parse_block
+except ImportError:  # pragma: no cover - depends on the build
+    _c_parse_block = None
 
 __all__ = ["CaffeParser"]
 
@@ -48,6 +54,13 @@ _LINE_RE = re.compile(
 )
 _ITER_IN_PATH = re.compile(r"_iter_(\d+)")
 _GLOG_DATE = re.compile(r"(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)$")
+
+
+def _int_or_none(text: str) -> Optional[int]:
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _float(text: str) -> Optional[float]:
@@ -125,8 +138,26 @@ class CaffeParser:
         self._test_iteration: Optional[int] = None
         self._test_net: Optional[int] = None
         self._ipe = self.options.iters_per_epoch
+        # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
+        self._c_loop = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_parse_block
 
     def feed(self, block: LineBlock) -> list[Event]:
+        if self._c_loop is not None:
+            state = [self._start, self._iteration, self._test_iteration, self._test_net]
+            result = self._c_loop(block.text, block.first_line, block.wall_time, self._ipe, self._clock.cache,
+                                  self._clock.base, state, Metric, _float, _int_or_none)
+            if result is not NotImplemented:
+                self._start, self._iteration, self._test_iteration, self._test_net = state
+                events, n_checkpoints = result
+                if n_checkpoints:
+                    for i, ev in enumerate(events):
+                        if type(ev) is tuple:
+                            _, path, solver_state, line_no, iteration = ev
+                            events[i] = self._checkpoint(path, solver_state, block.wall_time, line_no, iteration)
+                return events
+        return self._feed_python(block)
+
+    def _feed_python(self, block: LineBlock) -> list[Event]:
         # The per-match loop is the hot path of the whole tool: locals only,
         # no calls that can be avoided (see bench/parse_throughput.py).
         text = "\n" + block.text
@@ -213,14 +244,14 @@ class CaffeParser:
                     append(new(Metric, (name, v, ti, PHASE_TEST, self._test_net, seconds,
                                         ti / ipe if ipe and ti is not None else None, wall, line_no)))
             else:
-                self._iteration = iteration
-                append(self._checkpoint(path, state is not None, wall, line_no))
+                append(self._checkpoint(path, state is not None, wall, line_no, iteration))
         self._iteration = iteration
         return out
 
-    def _checkpoint(self, path: str, solver_state: bool, wall: float, line_no: int) -> CheckpointEvent:
+    def _checkpoint(self, path: str, solver_state: bool, wall: float, line_no: int,
+                    current_iteration: Optional[int]) -> CheckpointEvent:
         m = _ITER_IN_PATH.search(path)
-        iteration = int(m.group(1)) if m else self._iteration
+        iteration = int(m.group(1)) if m else current_iteration
         ipe = self._ipe
         return CheckpointEvent(
             path=path,

@@ -1,0 +1,75 @@
+"""The optional C loop of the Caffe parser gives exactly the Python loop's events."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from trainvisor.lines import LineSplitter
+from trainvisor.parsers import ParserOptions
+from trainvisor.parsers import caffe
+
+from .conftest import FIXTURES, REAL_LOGS
+
+pytestmark = pytest.mark.skipif(caffe._c_parse_block is None, reason="C speedup not built (no compiler at install)")
+
+
+def events_both_ways(data: bytes, *, chunk: int = 65536, ipe=None):
+    results = []
+    for use_c in (True, False):
+        parser = caffe.CaffeParser(ParserOptions(year=2026, iters_per_epoch=ipe))
+        if not use_c:
+            parser._c_loop = None
+        sp = LineSplitter("s")
+        out = []
+        for i in range(0, len(data), chunk):
+            block = sp.feed(data[i:i + chunk], 0.0, 1.5)
+            if block:
+                out += parser.feed(block)
+        block = sp.finish(0.0, 1.5)
+        if block:
+            out += parser.feed(block)
+        results.append(out)
+    return results
+
+
+def same(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is not type(y):
+            return False
+        for u, v in zip(x.__dict__.values() if hasattr(x, "__dict__") else x,
+                        y.__dict__.values() if hasattr(y, "__dict__") else y):
+            if isinstance(u, float) and isinstance(v, float) and math.isnan(u) and math.isnan(v):
+                continue
+            if u != v or type(u) is not type(v):
+                return False
+    return True
+
+
+LOGS = [FIXTURES / "logs" / "lenet-newyear.log"] + (sorted((REAL_LOGS / "caffe").glob("*.log")) if (REAL_LOGS / "caffe").is_dir() else [])
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_c_and_python_loops_agree_on_every_log(log):
+    c_events, py_events = events_both_ways(log.read_bytes(), ipe=100)
+    assert py_events or "libcudart" in log.name, "a training log yields events"
+    assert same(c_events, py_events)
+
+
+PIECES = [
+    "I0827 10:27:16.124927 28582 solver.cpp:250] ", "W1231 23:59:59.999999 1 x.cpp:1]  ", "I0101 00:00:00.00000a 1 a] ",
+    "Iteration 12", " (3.5 iter/s, 1s/20 iters)", " (x iter/s", ", loss = ", ", lr = ", ", m = 0.9,", ", Testing net (#",
+    "1)", "Train net output #0: ", "Test net output #1: ", "acc", " = ", "nan", "-1.#IND", "4.1066e-005", "1e999", "..",
+    "Snapshotting ", "solver state ", "to ", "binary proto file", "HDF5 file ", "snap/x_iter_5.caffemodel  ", "Solving",
+    "Solving_x", " ", "\n", "\x00", "]", "#", "I1399 99:99:99.123456 1 b] ",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40), st.integers(min_value=1, max_value=64))
+def test_c_and_python_loops_agree_on_generated_lines(pieces, chunk):
+    c_events, py_events = events_both_ways("".join(pieces).encode(), chunk=chunk, ipe=7)
+    assert same(c_events, py_events)

@@ -1,0 +1,397 @@
+/* Optional C implementation of CaffeParser.feed's per-line loop.
+ *
+ * It implements exactly the grammar of _LINE_RE in caffe.py (see the comments
+ * there) and the per-match logic of CaffeParser._feed_python, for blocks that
+ * are pure ASCII; anything else stays on the Python path. tests/test_caffe_speedups.py
+ * checks that both give identical events on every log the project can read.
+ * Built at install time when a compiler is there (setup.py, optional=True).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+static PyObject *S_train, *S_test, *S_total_loss, *S_lr, *S_iter_per_sec, *S_checkpoint;
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_value_char(char c) {
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' || c == 'n' ||
+           c == 'a' || c == 'i' || c == 'f' || c == 'N' || c == 'A' || c == 'I' || c == 'F' || c == '#' ||
+           c == 'Q' || c == 'D';
+}
+/* Python's \s for str patterns, restricted to ASCII. */
+static int is_py_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || (c >= 0x1c && c <= 0x1f);
+}
+static int is_word(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static int starts(const char *p, const char *end, const char *lit) {
+    size_t n = strlen(lit);
+    return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0;
+}
+
+typedef struct { const char *s, *e; } span;
+
+/* V = [-+0-9.eEnaifNAIF#QD]+ at p; returns end or NULL. */
+static const char *match_value(const char *p, const char *end) {
+    const char *q = p;
+    while (q < end && is_value_char(*q)) q++;
+    return q > p ? q : NULL;
+}
+
+/* " (?:loss = V|lr = V|Testing net \(#(\d+)\))" at p. kind: 1 loss, 2 lr, 3 testing */
+static int match_iter_rest(const char *p, const char *end, int *kind, span *val) {
+    const char *q;
+    if (p >= end || *p != ' ') return 0;
+    p++;
+    if (starts(p, end, "loss = ")) {
+        q = match_value(p + 7, end);
+        if (!q) return 0;
+        *kind = 1; val->s = p + 7; val->e = q; return 1;
+    }
+    if (starts(p, end, "lr = ")) {
+        q = match_value(p + 5, end);
+        if (!q) return 0;
+        *kind = 2; val->s = p + 5; val->e = q; return 1;
+    }
+    if (starts(p, end, "Testing net (#")) {
+        q = p + 14;
+        while (q < end && is_digit(*q)) q++;
+        if (q == p + 14 || q >= end || *q != ')') return 0;
+        *kind = 3; val->s = p + 14; val->e = q; return 1;
+    }
+    return 0;
+}
+
+/* Convert like float(); on failure call the Python fallback (_float). Returns new ref, or Py_None ref, or NULL on error. */
+static PyObject *to_float(span v, PyObject *fallback) {
+    char buf[64];
+    size_t n = (size_t)(v.e - v.s);
+    if (n < sizeof(buf)) {
+        char *endp = NULL;
+        double d;
+        memcpy(buf, v.s, n);
+        buf[n] = 0;
+        d = PyOS_string_to_double(buf, &endp, NULL);
+        if (!(d == -1.0 && PyErr_Occurred()) && endp == buf + n) return PyFloat_FromDouble(d);
+        PyErr_Clear();
+    }
+    {
+        PyObject *s = PyUnicode_FromStringAndSize(v.s, (Py_ssize_t)n);
+        PyObject *r;
+        if (!s) return NULL;
+        r = PyObject_CallOneArg(fallback, s);
+        Py_DECREF(s);
+        return r;
+    }
+}
+
+static PyObject *int_from_span(span d) {
+    char buf[32];
+    size_t n = (size_t)(d.e - d.s);
+    if (n < 19) {
+        long long v = 0;
+        for (const char *c = d.s; c < d.e; c++) v = v * 10 + (*c - '0');
+        return PyLong_FromLongLong(v);
+    }
+    {
+        PyObject *s = PyUnicode_FromStringAndSize(d.s, (Py_ssize_t)n);
+        PyObject *r;
+        if (!s) return NULL;
+        r = PyLong_FromUnicodeObject(s, 10);
+        Py_DECREF(s);
+        (void)buf;
+        return r;
+    }
+}
+
+/* iteration / ipe, or None */
+static PyObject *epoch_of(PyObject *iteration, PyObject *ipe) {
+    if (ipe == Py_None || iteration == Py_None || !PyObject_IsTrue(ipe)) Py_RETURN_NONE;
+    return PyNumber_TrueDivide(iteration, ipe);
+}
+
+static int append_metric(PyObject *out, PyObject *mtype, PyObject *name, PyObject *value, PyObject *iteration,
+                         PyObject *phase, PyObject *test_net, PyObject *seconds, PyObject *epoch, PyObject *wall,
+                         PyObject *line) {
+    /* What tuple.__new__(Metric, (...)) does, without the intermediate tuple. */
+    PyObject *items[9] = {name, value, iteration, phase, test_net, seconds, epoch, wall, line};
+    PyObject *m = ((PyTypeObject *)mtype)->tp_alloc((PyTypeObject *)mtype, 9);
+    int r;
+    if (!m) return -1;
+    for (int i = 0; i < 9; i++) {
+        Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(m, i, items[i]);
+    }
+    r = PyList_Append(out, m);
+    Py_DECREF(m);
+    return r;
+}
+
+/* parse_block(text, first_line, wall, ipe, cache, base_fn, state, metric_type, float_fallback, int_fallback)
+ * state: list [start_us|None, iteration|None, test_iteration|None, test_net|None], updated in place.
+ * Returns (events, n_checkpoints): Metric objects and ("checkpoint", path, is_state, line, iteration)
+ * tuples in line order, or NotImplemented for a block that is not pure ASCII. */
+static PyObject *parse_block(PyObject *self, PyObject *args) {
+    PyObject *text, *wall, *ipe, *cache, *base_fn, *state, *mtype, *ffb, *ifb;
+    Py_ssize_t first_line;
+    if (!PyArg_ParseTuple(args, "UnOOO!OO!OOO", &text, &first_line, &wall, &ipe, &PyDict_Type, &cache, &base_fn,
+                          &PyList_Type, &state, &mtype, &ffb, &ifb))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text) || PyList_GET_SIZE(state) != 4) Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t len;
+    const char *buf = PyUnicode_AsUTF8AndSize(text, &len);
+    if (!buf) return NULL;
+    const char *end = buf + len;
+    PyObject *out = PyList_New(0);
+    Py_ssize_t n_checkpoints = 0;
+    if (!out) return NULL;
+    PyObject *start_t = PyList_GET_ITEM(state, 0); Py_INCREF(start_t);
+    PyObject *iteration = PyList_GET_ITEM(state, 1); Py_INCREF(iteration);
+    PyObject *test_iteration = PyList_GET_ITEM(state, 2); Py_INCREF(test_iteration);
+    PyObject *test_net = PyList_GET_ITEM(state, 3); Py_INCREF(test_net);
+    long long start_us = 0;
+    int have_start = start_t != Py_None;
+    if (have_start) { start_us = PyLong_AsLongLong(start_t); if (PyErr_Occurred()) goto error; }
+    Py_ssize_t line_no = first_line - 1;
+    const char *ln = buf;
+    while (ln < end) {
+        const char *eol = memchr(ln, '\n', (size_t)(end - ln));
+        if (!eol) eol = end;
+        line_no++;
+        const char *p = ln;
+        ln = eol + 1;
+        /* [IWEF](.{4} .{8})\.(.{6}) [^\]\n]*\] + */
+        if (eol - p < 23) continue;
+        if (!(*p == 'I' || *p == 'W' || *p == 'E' || *p == 'F')) continue;
+        if (p[5] != ' ' || p[14] != '.' || p[21] != ' ') continue;
+        span date = {p + 1, p + 14}, usec = {p + 15, p + 21};
+        const char *q = p + 22;
+        while (q < eol && *q != ']') q++;
+        if (q >= eol || q + 1 >= eol || q[1] != ' ') continue;
+        q++;
+        while (q < eol && *q == ' ') q++;
+        const char *msg = q;
+        /* alternatives */
+        int kind = 0; /* 1 loss 2 lr 3 testing 4 output 5 snapshot 6 solving */
+        span it = {0, 0}, speed = {0, 0}, val = {0, 0}, name = {0, 0}, path = {0, 0};
+        int is_train = 0, is_state = 0;
+        if (starts(msg, eol, "Iteration ")) {
+            const char *r = msg + 10, *s;
+            it.s = r;
+            while (r < eol && is_digit(*r)) r++;
+            it.e = r;
+            if (r > it.s) {
+                /* optional " (X iter/s...)" */
+                if (r + 1 < eol && r[0] == ' ' && r[1] == '(') {
+                    s = r + 2;
+                    while (s < eol && *s != ' ' && *s != ')') s++;
+                    if (s > r + 2 && starts(s, eol, " iter/s")) {
+                        const char *t = s + 7;
+                        while (t < eol && *t != ')') t++;
+                        if (t < eol) { speed.s = r + 2; speed.e = s; r = t + 1; }
+                    }
+                }
+                if (r < eol && *r == ',') {
+                    r++;
+                    int k = 0;
+                    span v;
+                    /* optional " [^,\n=]*," first, then without it */
+                    if (r < eol && *r == ' ') {
+                        s = r + 1;
+                        while (s < eol && *s != ',' && *s != '=') s++;
+                        if (s < eol && *s == ',' && match_iter_rest(s + 1, eol, &k, &v)) { kind = k; val = v; }
+                    }
+                    if (!kind && match_iter_rest(r, eol, &k, &v)) { kind = k; val = v; }
+                }
+            }
+        } else if (msg + 1 < eol && msg[0] == 'T' && (msg[1] == 'r' || msg[1] == 'e')) {
+            const char *r = msg + 2, *s;
+            while (r < eol && *r >= 'a' && *r <= 'z') r++;
+            if (r > msg + 2 && starts(r, eol, " net output #")) {
+                s = r + 13;
+                r = s;
+                while (r < eol && is_digit(*r)) r++;
+                if (r > s && starts(r, eol, ": ")) {
+                    r += 2;
+                    name.s = r;
+                    while (r < eol && !is_py_space(*r)) r++;
+                    name.e = r;
+                    if (name.e > name.s && starts(r, eol, " = ")) {
+                        const char *v = match_value(r + 3, eol);
+                        if (v) { val.s = r + 3; val.e = v; kind = 4; is_train = msg[1] == 'r'; }
+                    }
+                }
+            }
+        } else if (starts(msg, eol, "Snapshotting ")) {
+            const char *r = msg + 13;
+            if (starts(r, eol, "solver state ")) { r += 13; is_state = 1; }
+            if (starts(r, eol, "to ")) {
+                r += 3;
+                if (starts(r, eol, "binary proto file")) { r += 17; if (r < eol && *r == ' ') r++; }
+                else if (starts(r, eol, "HDF5 file")) { r += 9; if (r < eol && *r == ' ') r++; }
+                const char *e = eol;
+                while (e > r && e[-1] == ' ') e--;
+                path.s = r; path.e = e; kind = 5;
+            }
+        } else if (starts(msg, eol, "Solving") && (msg + 7 >= eol || !is_word(msg[7]))) {
+            kind = 6;
+        }
+        if (!kind) continue;
+
+        /* time */
+        PyObject *seconds = NULL, *tobj = NULL;
+        int have_t = 0;
+        long long t_us = 0;
+        {
+            PyObject *key = PyUnicode_FromStringAndSize(date.s, 13);
+            if (!key) goto error;
+            PyObject *base = PyDict_GetItemWithError(cache, key);
+            if (base) Py_INCREF(base);
+            else if (PyErr_Occurred()) { Py_DECREF(key); goto error; }
+            else { base = PyObject_CallOneArg(base_fn, key); if (!base) { Py_DECREF(key); goto error; } }
+            Py_DECREF(key);
+            if (base != Py_None) {
+                int digits = 1;
+                for (const char *c = usec.s; c < usec.e; c++) if (!is_digit(*c)) digits = 0;
+                if (digits) {
+                    long long u = 0;
+                    for (const char *c = usec.s; c < usec.e; c++) u = u * 10 + (*c - '0');
+                    t_us = PyLong_AsLongLong(base) + u;
+                    if (PyErr_Occurred()) { Py_DECREF(base); goto error; }
+                    have_t = 1;
+                } else {
+                    /* Python's int() accepts more (spaces, signs, underscores): ask it. */
+                    PyObject *us = PyUnicode_FromStringAndSize(usec.s, 6);
+                    PyObject *ui = us ? PyObject_CallOneArg(ifb, us) : NULL;
+                    Py_XDECREF(us);
+                    if (!ui) { Py_DECREF(base); goto error; }
+                    if (ui != Py_None) {
+                        t_us = PyLong_AsLongLong(base) + PyLong_AsLongLong(ui);
+                        if (PyErr_Occurred()) { Py_DECREF(ui); Py_DECREF(base); goto error; }
+                        have_t = 1;
+                    }
+                    Py_DECREF(ui);
+                }
+            }
+            Py_DECREF(base);
+        }
+        if (!have_start) {
+            if (have_t) {
+                have_start = 1; start_us = t_us;
+                Py_DECREF(start_t);
+                start_t = PyLong_FromLongLong(t_us);
+                if (!start_t) goto error;
+                seconds = PyFloat_FromDouble(0.0);
+            } else { seconds = Py_None; Py_INCREF(seconds); }
+        } else if (have_t) {
+            seconds = PyFloat_FromDouble((double)(t_us - start_us) / 1e6);
+        } else { seconds = Py_None; Py_INCREF(seconds); }
+        if (!seconds) goto error;
+        (void)tobj;
+        if (kind == 6) { Py_DECREF(seconds); continue; }
+
+        PyObject *line_obj = PyLong_FromSsize_t(line_no);
+        if (!line_obj) { Py_DECREF(seconds); goto error; }
+        int rc = 0;
+        if (kind <= 3) {
+            PyObject *itv = int_from_span(it);
+            if (!itv) { rc = -1; goto done; }
+            Py_DECREF(iteration);
+            iteration = itv;
+            PyObject *epoch = epoch_of(iteration, ipe);
+            if (!epoch) { rc = -1; goto done; }
+            if (kind == 1) {
+                if (speed.s) {
+                    PyObject *sv = to_float(speed, ffb);
+                    if (!sv) { Py_DECREF(epoch); rc = -1; goto done; }
+                    if (sv != Py_None)
+                        rc = append_metric(out, mtype, S_iter_per_sec, sv, iteration, S_train, Py_None, seconds, epoch, wall, line_obj);
+                    Py_DECREF(sv);
+                    if (rc) { Py_DECREF(epoch); goto done; }
+                }
+                PyObject *v = to_float(val, ffb);
+                if (!v) { Py_DECREF(epoch); rc = -1; goto done; }
+                if (v != Py_None)
+                    rc = append_metric(out, mtype, S_total_loss, v, iteration, S_train, Py_None, seconds, epoch, wall, line_obj);
+                Py_DECREF(v);
+            } else if (kind == 2) {
+                PyObject *v = to_float(val, ffb);
+                if (!v) { Py_DECREF(epoch); rc = -1; goto done; }
+                if (v != Py_None)
+                    rc = append_metric(out, mtype, S_lr, v, iteration, S_train, Py_None, seconds, epoch, wall, line_obj);
+                Py_DECREF(v);
+            } else {
+                PyObject *net = int_from_span(val);
+                if (!net) { Py_DECREF(epoch); rc = -1; goto done; }
+                Py_DECREF(test_iteration); test_iteration = iteration; Py_INCREF(test_iteration);
+                Py_DECREF(test_net); test_net = net;
+            }
+            Py_DECREF(epoch);
+        } else if (kind == 4) {
+            PyObject *v = to_float(val, ffb);
+            if (!v) { rc = -1; goto done; }
+            if (v != Py_None) {
+                PyObject *nm = PyUnicode_FromStringAndSize(name.s, name.e - name.s);
+                if (!nm) { Py_DECREF(v); rc = -1; goto done; }
+                PyObject *itv = is_train ? iteration : test_iteration;
+                PyObject *epoch = epoch_of(itv, ipe);
+                if (!epoch) { Py_DECREF(nm); Py_DECREF(v); rc = -1; goto done; }
+                rc = append_metric(out, mtype, nm, v, itv, is_train ? S_train : S_test, is_train ? Py_None : test_net,
+                                   seconds, epoch, wall, line_obj);
+                Py_DECREF(epoch);
+                Py_DECREF(nm);
+            }
+            Py_DECREF(v);
+        } else {
+            PyObject *ps = PyUnicode_FromStringAndSize(path.s, path.e - path.s);
+            if (!ps) { rc = -1; goto done; }
+            PyObject *tup = PyTuple_Pack(5, S_checkpoint, ps, is_state ? Py_True : Py_False, line_obj, iteration);
+            Py_DECREF(ps);
+            if (!tup) { rc = -1; goto done; }
+            rc = PyList_Append(out, tup);
+            Py_DECREF(tup);
+            n_checkpoints++;
+        }
+    done:
+        Py_DECREF(line_obj);
+        Py_DECREF(seconds);
+        if (rc) goto error;
+    }
+    if (PyList_SetItem(state, 0, start_t) < 0) { start_t = NULL; goto error; }
+    start_t = NULL;
+    if (PyList_SetItem(state, 1, iteration) < 0) { iteration = NULL; goto error; }
+    iteration = NULL;
+    if (PyList_SetItem(state, 2, test_iteration) < 0) { test_iteration = NULL; goto error; }
+    test_iteration = NULL;
+    if (PyList_SetItem(state, 3, test_net) < 0) { test_net = NULL; goto error; }
+    {
+        PyObject *r = Py_BuildValue("(Nn)", out, n_checkpoints);
+        return r;
+    }
+error:
+    Py_XDECREF(start_t);
+    Py_XDECREF(iteration);
+    Py_XDECREF(test_iteration);
+    Py_XDECREF(test_net);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"parse_block", parse_block, METH_VARARGS, "Parse an ASCII block of Caffe glog lines (see caffe.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_caffe_speedups", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__caffe_speedups(void) {
+    S_train = PyUnicode_InternFromString("train");
+    S_test = PyUnicode_InternFromString("test");
+    S_total_loss = PyUnicode_InternFromString("total_loss");
+    S_lr = PyUnicode_InternFromString("lr");
+    S_iter_per_sec = PyUnicode_InternFromString("iter_per_sec");
+    S_checkpoint = PyUnicode_InternFromString("checkpoint");
+    if (!S_train || !S_test || !S_total_loss || !S_lr || !S_iter_per_sec || !S_checkpoint) return NULL;
+    return PyModule_Create(&moduledef);
+}
