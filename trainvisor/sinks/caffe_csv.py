@@ -27,41 +27,49 @@ __all__ = ["CaffeCsvSink"]
 _LR = "lr"
 _NOT_OUTPUTS = frozenset({"total_loss", "iter_per_sec", _LR})
 _FIXED = ("NumIters", "Seconds", "LearningRate")
+_NO_ROW = object()
 
 
 def _fmt(v: Optional[float]) -> str:
-    if v is None:
-        return ""
-    return repr(float(v))
+    return "" if v is None else repr(float(v))
 
 
 class _Table:
-    """One output table, written row by row to a temporary file."""
+    """One output table, written row by row to a temporary file.
+
+    The current row is kept as plain attributes (this runs once per metric: a
+    dense log has a million of them); finished rows are formatted into a list
+    that is written out in batches.
+    """
 
     def __init__(self, final_path: str) -> None:
         self.final_path = final_path
         self.columns: dict[str, int] = {}
         self.rows = 0
         self._tmp: Optional[IO[str]] = None
+        self._lines: list[str] = []
         self._first: Optional[list] = None  # held back until the second row brings an lr
-        self._cur_key: object = None
+        self.cur_key: object = _NO_ROW
         self._cur: Optional[list] = None  # [iteration, seconds, lr, {col_index: value}]
 
-    def add(self, key: object, iteration: Optional[int], seconds: Optional[float], lr: float, column: str, value: float) -> None:
-        if key != self._cur_key or self._cur is None:
+    def start_row(self, key: object, iteration: Optional[int], seconds: Optional[float], lr: float) -> dict:
+        if self._cur is not None:
             self._push()
-            self._cur_key = key
-            self._cur = [iteration, seconds, lr, {}]
-        idx = self.columns.get(column)
+        self.cur_key = key
+        values: dict[int, float] = {}
+        self._cur = [iteration, seconds, lr, values]
+        return values
+
+    def column(self, name: str) -> int:
+        idx = self.columns.get(name)
         if idx is None:
-            idx = self.columns[column] = len(self.columns)
-        self._cur[3][idx] = value
+            idx = self.columns[name] = len(self.columns)
+        return idx
 
     def _push(self) -> None:
         row = self._cur
-        if row is None:
-            return
         self._cur = None
+        self.cur_key = _NO_ROW
         self.rows += 1
         if self.rows == 1:
             self._first = row
@@ -70,28 +78,40 @@ class _Table:
             first, self._first = self._first, None
             if isinstance(first[2], float) and math.isnan(first[2]):
                 first[2] = row[2]
-            self._write(first)
-        self._write(row)
+            self._format(first)
+        self._format(row)
 
-    def _write(self, row: list) -> None:
+    def _format(self, row: list) -> None:
+        it, seconds, lr, values = row
+        head = f"{_fmt(it)},{_fmt(seconds)},{_fmt(lr)}"
+        if values:
+            width = max(values) + 1
+            get = values.get
+            cells = [get(i) for i in range(width)]
+            head += "," + ",".join("" if v is None else repr(v) for v in cells)
+        lines = self._lines
+        lines.append(head)
+        if len(lines) >= 4096:
+            self._spill()
+
+    def _spill(self) -> None:
         if self._tmp is None:
             d = os.path.dirname(self.final_path) or "."
             self._tmp = tempfile.TemporaryFile("w+", dir=d, encoding="utf-8", newline="")
-        it, seconds, lr, values = row
-        cells = [_fmt(it), _fmt(seconds), _fmt(lr)]
-        if values:
-            width = max(values) + 1
-            cells.extend(_fmt(values[i]) if i in values else "" for i in range(width))
-        self._tmp.write(",".join(cells) + "\r\n")
+        self._lines.append("")
+        self._tmp.write("\r\n".join(self._lines))
+        self._lines = []
 
     def close(self) -> bool:
         """Write the final file; False when the table has no rows (no file written)."""
-        self._push()
+        if self._cur is not None:
+            self._push()
         if self._first is not None:
-            self._write(self._first)
+            self._format(self._first)
             self._first = None
         if self.rows == 0:
             return False
+        self._spill()
         width = len(_FIXED) + len(self.columns)
         header = list(_FIXED) + sorted(self.columns, key=self.columns.__getitem__)
         tmp_final = self.final_path + ".tmp"
@@ -134,23 +154,37 @@ class CaffeCsvSink:
         self.written: list[str] = []
 
     def write(self, events: Sequence[Event]) -> None:
+        train, test = self._train, self._test
+        lr = self._lr
         for ev in events:
             if type(ev) is not Metric:
                 continue
-            name = ev.name
-            if ev.phase == PHASE_TRAIN:
+            name, value, iteration, phase, test_net, seconds = ev[:6]
+            if phase == PHASE_TRAIN:
                 if name in _NOT_OUTPUTS:
                     if name == _LR:
-                        self._lr = ev.value
+                        lr = value
                     elif name == "total_loss" and self._loss_only is not None:
-                        self._loss_only.add(ev.iteration, ev.iteration, ev.seconds, self._lr, "loss", ev.value)
+                        t = self._loss_only
+                        values = t.start_row(iteration, iteration, seconds, lr) if iteration != t.cur_key else t._cur[3]
+                        values[t.column("loss")] = value
                     continue
                 if self._loss_only is not None:
                     self._loss_only = None
-                self._train.add(ev.iteration, ev.iteration, ev.seconds, self._lr, name, ev.value)
+                table = train
             else:
-                column = name if not ev.test_net else f"{name}#{ev.test_net}"
-                self._test.add(ev.iteration, ev.iteration, ev.seconds, self._lr, column, ev.value)
+                table = test
+                if test_net:
+                    name = f"{name}#{test_net}"
+            if iteration != table.cur_key:
+                values = table.start_row(iteration, iteration, seconds, lr)
+            else:
+                values = table._cur[3]
+            idx = table.columns.get(name)
+            if idx is None:
+                idx = table.column(name)
+            values[idx] = value
+        self._lr = lr
 
     def flush(self) -> None:
         pass
