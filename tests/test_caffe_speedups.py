@@ -73,3 +73,22 @@ PIECES = [
 def test_c_and_python_loops_agree_on_generated_lines(pieces, chunk):
     c_events, py_events = events_both_ways("".join(pieces).encode(), chunk=chunk, ipe=7)
     assert same(c_events, py_events)
+
+
+from trainvisor.events import CheckpointEvent, Metric  # noqa: E402
+from trainvisor.sinks import jsonl  # noqa: E402
+
+OPT_INT = st.one_of(st.none(), st.integers(min_value=-(2**80), max_value=2**80))
+OPT_FLOAT = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
+METRICS = st.builds(Metric, st.text(max_size=8), st.floats(allow_nan=True, allow_infinity=True), OPT_INT,
+                    st.sampled_from(["train", "val", "test"]), OPT_INT, OPT_FLOAT, OPT_FLOAT,
+                    st.floats(min_value=0, max_value=2e9), st.integers(min_value=1, max_value=10**9))
+CHECKPOINTS = st.builds(CheckpointEvent, st.text(max_size=8), st.just("weights"), OPT_INT, OPT_FLOAT,
+                        st.integers(min_value=1, max_value=99), st.floats(min_value=0, max_value=2e9))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(METRICS, CHECKPOINTS), max_size=20))
+def test_c_jsonl_formatting_is_the_python_formatting(events):
+    expected = "".join(map(jsonl._format_event, events))
+    assert jsonl._c_format(events, Metric, jsonl._NAMES, jsonl._format_event) == expected

@@ -27,6 +27,13 @@ PHASE_TEST = "test"
 PHASE_VAL = "val"
 
 
+def json_safe(v):
+    """A float JSON can carry: NaN and infinities become the strings repr() gives."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    return v
+
+
 class LineRecord(NamedTuple):
     """One line of the child's output, as a line hook sees it.
 
@@ -61,9 +68,8 @@ class Metric(NamedTuple):
         """JSON has no NaN/Infinity: those are written as strings so the
         record stays valid JSON and the event is not lost."""
         d = self._asdict()
-        v = self.value
-        if not math.isfinite(v):
-            d["value"] = "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        for key in ("value", "seconds", "epoch", "wall_time"):
+            d[key] = json_safe(d[key])
         return d
 
     @classmethod
@@ -97,9 +103,9 @@ class CheckpointEvent:
             "path": self.path,
             "kind": self.kind,
             "iteration": self.iteration,
-            "epoch": self.epoch,
+            "epoch": json_safe(self.epoch),
             "line": self.line,
-            "wall_time": self.wall_time,
+            "wall_time": json_safe(self.wall_time),
         }
 
 

@@ -378,7 +378,108 @@ error:
     return NULL;
 }
 
+/* ---- JSON Lines formatting of Metric records (sinks/jsonl.py's _format_metric) ---- */
+
+typedef struct { char *buf; size_t len, cap; } sbuf;
+
+static int sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n) cap *= 2;
+        char *nb = PyMem_Realloc(b->buf, cap);
+        if (!nb) { PyErr_NoMemory(); return -1; }
+        b->buf = nb; b->cap = cap;
+    }
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+static int sb_str(sbuf *b, const char *s) { return sb_put(b, s, strlen(s)); }
+
+/* JSON number for a float or None; 0 ok, 1 not a float/None (caller falls back), -1 error */
+static int put_number(sbuf *b, PyObject *v) {
+    if (v == Py_None) return sb_str(b, "null");
+    if (!PyFloat_CheckExact(v)) return 1;
+    double d = PyFloat_AS_DOUBLE(v);
+    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (!r) return -1;
+    int rc;
+    if (Py_IS_NAN(d) || Py_IS_INFINITY(d)) { /* not JSON numbers: strings */
+        rc = sb_str(b, "\"") || sb_str(b, r) || sb_str(b, "\"");
+    } else rc = sb_str(b, r);
+    PyMem_Free(r);
+    return rc ? -1 : 0;
+}
+/* int or None; same conventions */
+static int put_int(sbuf *b, PyObject *v) {
+    char tmp[32];
+    if (v == Py_None) return sb_str(b, "null");
+    if (!PyLong_CheckExact(v)) return 1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 1; }
+    snprintf(tmp, sizeof tmp, "%lld", x);
+    return sb_str(b, tmp) ? -1 : 0;
+}
+static int put_cached(sbuf *b, PyObject *names, PyObject *key) {
+    PyObject *q = PyDict_GetItemWithError(names, key);
+    if (!q) return PyErr_Occurred() ? -1 : 1;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(q, &n);
+    if (!s) return -1;
+    return sb_put(b, s, (size_t)n) ? -1 : 0;
+}
+
+/* format_metrics(events, metric_type, names, fallback) -> str */
+static PyObject *format_metrics(PyObject *self, PyObject *args) {
+    PyObject *events, *mtype, *names, *fallback;
+    if (!PyArg_ParseTuple(args, "OOO!O", &events, &mtype, &PyDict_Type, &names, &fallback)) return NULL;
+    PyObject *seq = PySequence_Fast(events, "events must be a sequence");
+    if (!seq) return NULL;
+    sbuf b = {NULL, 0, 0};
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ev = items[i];
+        size_t mark = b.len;
+        int rc = 1;
+        if ((PyObject *)Py_TYPE(ev) == mtype && PyTuple_GET_SIZE(ev) == 9) {
+            PyObject **f = &PyTuple_GET_ITEM(ev, 0);
+            rc = 0;
+            if (!rc) rc = sb_str(&b, "{\"name\": ") ? -1 : put_cached(&b, names, f[0]);
+            if (!rc) rc = sb_str(&b, ", \"value\": ") ? -1 : put_number(&b, f[1]);
+            if (!rc) rc = sb_str(&b, ", \"iteration\": ") ? -1 : put_int(&b, f[2]);
+            if (!rc) rc = sb_str(&b, ", \"phase\": ") ? -1 : put_cached(&b, names, f[3]);
+            if (!rc) rc = sb_str(&b, ", \"test_net\": ") ? -1 : put_int(&b, f[4]);
+            if (!rc) rc = sb_str(&b, ", \"seconds\": ") ? -1 : put_number(&b, f[5]);
+            if (!rc) rc = sb_str(&b, ", \"epoch\": ") ? -1 : put_number(&b, f[6]);
+            if (!rc) rc = sb_str(&b, ", \"wall_time\": ") ? -1 : put_number(&b, f[7]);
+            if (!rc) rc = sb_str(&b, ", \"line\": ") ? -1 : put_int(&b, f[8]);
+            if (!rc) rc = sb_str(&b, "}\n") ? -1 : 0;
+        }
+        if (rc < 0) goto error;
+        if (rc > 0) { /* anything unusual: the Python formatter, exactly */
+            b.len = mark;
+            PyObject *line = PyObject_CallOneArg(fallback, ev);
+            if (!line) goto error;
+            Py_ssize_t ln;
+            const char *s = PyUnicode_AsUTF8AndSize(line, &ln);
+            if (!s || sb_put(&b, s, (size_t)ln)) { Py_DECREF(line); goto error; }
+            Py_DECREF(line);
+        }
+    }
+    Py_DECREF(seq);
+    PyObject *res = PyUnicode_DecodeUTF8(b.buf ? b.buf : "", (Py_ssize_t)b.len, "strict");
+    PyMem_Free(b.buf);
+    return res;
+error:
+    Py_DECREF(seq);
+    PyMem_Free(b.buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"format_metrics", format_metrics, METH_VARARGS, "JSON Lines for a list of events (see sinks/jsonl.py)."},
     {"parse_block", parse_block, METH_VARARGS, "Parse an ASCII block of Caffe glog lines (see caffe.py)."},
     {NULL, NULL, 0, NULL},
 };
