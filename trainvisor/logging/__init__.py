@@ -7,11 +7,12 @@ from __future__ import annotations
 from .handler import MultiProcessingLogHandler
 from .protocol import ENV_VAR
 from .setup import DEFAULT_FORMAT, attach, initialize_logger, log_uncaught_exceptions
-from .writer import LogWriterServer, RotatingFile
+from .writer import LogWriterError, LogWriterServer, RotatingFile
 
 __all__ = [
     "ENV_VAR",
     "DEFAULT_FORMAT",
+    "LogWriterError",
     "LogWriterServer",
     "MultiProcessingLogHandler",
     "RotatingFile",

@@ -37,7 +37,8 @@ class MultiProcessingLogHandler(logging.Handler):
 
     def __init__(self, filename: str | os.PathLike[str], mode: str = "a", maxBytes: int = 0,
                  backupCount: int = 10, *, export_env: bool = True,
-                 send_timeout: float = DEFAULT_SEND_TIMEOUT) -> None:
+                 send_timeout: float = DEFAULT_SEND_TIMEOUT,
+                 socket_dir: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
         self.server: LogWriterServer | None = None
         self._previous_env: str | None = None
@@ -45,7 +46,7 @@ class MultiProcessingLogHandler(logging.Handler):
         address = writer_for_file(filename)
         if address is None:
             self.server = LogWriterServer.start(filename, mode=mode, maxBytes=maxBytes,
-                                                backupCount=backupCount)
+                                                backupCount=backupCount, socket_dir=socket_dir)
             self.server.close_at_exit = False  # closed by logging.shutdown() via close()
             address = self.server.address
             with _OWNERS_LOCK:

@@ -18,13 +18,19 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ..errors import TrainvisorError
 from .protocol import ENV_VAR, FrameDecoder, ProtocolError
 
-__all__ = ["RotatingFile", "LogWriterServer", "writer_for_file"]
+__all__ = ["LogWriterError", "LogWriterServer", "RotatingFile", "writer_for_file"]
 
 _SOCKET_NAME = "log.sock"
 _TARGET_NAME = "target"  # holds the absolute log path, so a second writer for it is never started
 _RECV_BYTES = 256 * 1024
+_MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
+
+
+class LogWriterError(TrainvisorError):
+    """The writer could not be started: unusable log path or socket directory."""
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -125,27 +131,42 @@ class LogWriterServer:
         self._closed = False
         self._torn = 0
         self.close_at_exit = True
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self.address)
-        self._listener.listen(socket.SOMAXCONN)
-        self._listener.setblocking(False)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._listener, selectors.EVENT_READ, None)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._connections: dict[socket.socket, FrameDecoder] = {}
-        Path(directory, _TARGET_NAME).write_text(file.path, encoding="utf-8")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        try:
+            self._listener.bind(self.address)
+            self._listener.listen(socket.SOMAXCONN)
+            self._listener.setblocking(False)
+            self._wake_r.setblocking(False)
+            self._selector.register(self._listener, selectors.EVENT_READ, None)
+            self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+            Path(directory, _TARGET_NAME).write_text(file.path, encoding="utf-8")
+        except BaseException:
+            for closable in (self._selector, self._listener, self._wake_r, self._wake_w):
+                closable.close()
+            raise
         self._thread = threading.Thread(target=self._run, name="trainvisor-log-writer", daemon=True)
         _LIVE.add(self)
         self._thread.start()
 
     @classmethod
     def start(cls, filename: str | os.PathLike[str], *, mode: str = "a", maxBytes: int = 0,
-              backupCount: int = 10) -> "LogWriterServer":
-        """Open `filename` and start receiving records for it."""
-        file = RotatingFile(filename, mode=mode, max_bytes=maxBytes, backup_count=backupCount)
-        directory = tempfile.mkdtemp(prefix="tvlog-")  # 0700: only this user may connect
+              backupCount: int = 10, socket_dir: str | os.PathLike[str] | None = None) -> "LogWriterServer":
+        """Open `filename` and start receiving records for it.
+
+        The socket lives in a fresh private (0700) directory under `socket_dir` (default: the
+        system temp dir), removed by `close()`; a SIGKILLed writer leaves that directory behind."""
+        directory = tempfile.mkdtemp(prefix="tvlog-", dir=socket_dir)
+        if len(os.path.join(directory, _SOCKET_NAME).encode()) > _MAX_SOCKET_PATH:
+            os.rmdir(directory)
+            raise LogWriterError(f"socket directory path too long for a Unix socket: {directory}")
+        try:
+            file = RotatingFile(filename, mode=mode, max_bytes=maxBytes, backup_count=backupCount)
+        except OSError as exc:
+            os.rmdir(directory)
+            raise LogWriterError(f"cannot open log file {filename}: {exc}") from exc
         try:
             return cls(file, directory=directory)
         except BaseException:
