@@ -14,6 +14,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ __all__ = ["LogWriterError", "LogWriterServer", "RotatingFile", "writer_for_file
 _SOCKET_NAME = "log.sock"
 _TARGET_NAME = "target"  # holds the absolute log path, so a second writer for it is never started
 _RECV_BYTES = 256 * 1024
+_COALESCE_BYTES = 64 * 1024
+_COALESCE_SECONDS = 0.002  # at most this much added latency while records trickle in
 _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 
 
@@ -197,6 +200,8 @@ class LogWriterServer:
         try:
             stopping = False
             while not stopping:
+                batch: list[bytes] = []
+                received = 0
                 for key, _ in self._selector.select():
                     sock = key.fileobj
                     if sock is self._listener:
@@ -204,7 +209,13 @@ class LogWriterServer:
                     elif sock is self._wake_r:
                         stopping = True
                     else:
-                        self._read(sock, key.data)  # type: ignore[arg-type]
+                        received += self._read(sock, key.data, batch)  # type: ignore[arg-type]
+                if batch:
+                    self._write(batch)
+                if 0 < received < _COALESCE_BYTES and not stopping:
+                    # Let records pile up for a moment: one wake-up, recv and write per
+                    # batch instead of per record is what makes the single writer keep up.
+                    time.sleep(_COALESCE_SECONDS)
             self._drain()
         except Exception as exc:  # the writer must report, never take the process down
             _warn(f"log writer for {self.file.path} failed: {type(exc).__name__}: {exc}")
@@ -226,27 +237,29 @@ class LogWriterServer:
                 self._connections[conn] = decoder
                 self._selector.register(conn, selectors.EVENT_READ, decoder)
 
-    def _read(self, conn: socket.socket, decoder: FrameDecoder, *, until_empty: bool = False) -> None:
+    def _read(self, conn: socket.socket, decoder: FrameDecoder, batch: list[bytes], *,
+              until_empty: bool = False) -> int:
+        """Move whole records from `conn` into `batch`; return the bytes received."""
+        received = 0
         while True:
             try:
                 data = conn.recv(_RECV_BYTES)
             except (BlockingIOError, InterruptedError):
-                return
+                return received
             except OSError:
                 data = b""
             if not data:
                 self._drop(conn, decoder)
-                return
+                return received
+            received += len(data)
             try:
-                payloads = decoder.feed(data)
+                batch += decoder.feed(data)
             except ProtocolError as exc:
                 _warn(f"dropping a log connection that sent garbage: {exc}")
                 self._drop(conn, decoder, torn=False)
-                return
-            if payloads:
-                self._write(payloads)
+                return received
             if not until_empty and len(data) < _RECV_BYTES:
-                return
+                return received
 
     def _write(self, payloads: list[bytes]) -> None:
         try:
@@ -270,7 +283,10 @@ class LogWriterServer:
         """Everything a client sent before close() began is already in a socket buffer."""
         self._accept()
         for conn, decoder in list(self._connections.items()):
-            self._read(conn, decoder, until_empty=True)
+            batch: list[bytes] = []
+            self._read(conn, decoder, batch, until_empty=True)
+            if batch:
+                self._write(batch)
 
     def _release(self) -> None:
         with self._lock:
