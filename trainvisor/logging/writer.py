@@ -161,7 +161,10 @@ class LogWriterServer:
 
         The socket lives in a fresh private (0700) directory under `socket_dir` (default: the
         system temp dir), removed by `close()`; a SIGKILLed writer leaves that directory behind."""
-        directory = tempfile.mkdtemp(prefix="tvlog-", dir=socket_dir)
+        try:
+            directory = tempfile.mkdtemp(prefix="tvlog-", dir=socket_dir)
+        except OSError as exc:
+            raise LogWriterError(f"cannot create a socket directory in {socket_dir}: {exc}") from exc
         if len(os.path.join(directory, _SOCKET_NAME).encode()) > _MAX_SOCKET_PATH:
             os.rmdir(directory)
             raise LogWriterError(f"socket directory path too long for a Unix socket: {directory}")
