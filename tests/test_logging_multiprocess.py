@@ -12,6 +12,10 @@ import sys
 import threading
 from pathlib import Path
 
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+
+import psutil
 import pytest
 
 import logging_workers as workers
@@ -22,6 +26,16 @@ PROCESSES = 8
 RECORDS = 20_000
 MAX_BYTES = 256 * 1024  # ~10 MB of records: about 40 rotations per run
 TESTS_DIR = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_processes_left_behind():
+    """The forkserver and resource tracker that spawn/forkserver start outlive their users;
+    stop them (private but stable stdlib calls) and check nothing else of ours survives."""
+    yield
+    multiprocessing.forkserver._forkserver._stop()
+    multiprocessing.resource_tracker._resource_tracker._stop()
+    assert psutil.Process().children(recursive=True) == []
 
 
 @pytest.fixture
