@@ -127,8 +127,24 @@ def family(path: str, out: str, n: int) -> None:
     Path(out).write_text(json.dumps(report))
 
 
+def _late(delay: float) -> None:
+    time.sleep(delay)
+    test_logger().info(message("late", 0))
+
+
+def outlived(path: str) -> None:
+    """The owner's code ends while a non-daemon child still has something to log."""
+    handler = MultiProcessingLogHandler(path)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    test_logger(handler)
+    multiprocessing.get_context("fork").Process(target=_late, args=(0.3,)).start()
+    test_logger().info(message("owner", 0))
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "family":
+    if sys.argv[1] == "outlived":
+        outlived(sys.argv[2])
+    elif sys.argv[1] == "family":
         family(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif sys.argv[1] == "attached":  # an unrelated program under `trainvisor run`
         log = logging.getLogger("program")

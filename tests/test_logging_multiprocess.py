@@ -139,6 +139,13 @@ def test_unrelated_subprocess_attaches_via_env_and_its_uncaught_traceback_is_log
     assert "RuntimeError: uncaught in attached program" in uncaught
 
 
+def test_owner_keeps_its_writer_until_non_daemon_children_have_logged(tmp_path):
+    log = tmp_path / "train.log"
+    subprocess.run([sys.executable, str(TESTS_DIR / "logging_workers.py"), "outlived", str(log)],
+                   env={**os.environ, "PYTHONPATH": str(TESTS_DIR)}, check=True, timeout=60)
+    assert_complete(parse_records(log.read_text()), ["owner", "late"], 1)
+
+
 def test_loggers_finish_promptly_and_fall_back_to_stderr_when_the_writer_is_killed(tmp_path):
     log, out = tmp_path / "train.log", tmp_path / "report.json"
     n = 4

@@ -240,3 +240,17 @@ def test_attach_without_an_address_does_nothing_and_is_idempotent_with_one(tmp_p
         isolated_root.removeHandler(h)
         h.close()
     assert (tmp_path / "run.log").read_text().rstrip().endswith("attached")
+
+
+def test_half_sent_record_of_a_vanished_sender_is_discarded_not_written(tmp_path):
+    with LogWriterServer.start(tmp_path / "run.log") as server:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(server.address)
+        whole, torn = encode_frame("whole\n"), encode_frame("torn record\n")
+        conn.sendall(whole + torn[:-4])
+        conn.close()
+        deadline = time.monotonic() + 5
+        while server.torn_records == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.torn_records == 1
+    assert (tmp_path / "run.log").read_text() == "whole\n"

@@ -194,6 +194,11 @@ class LogWriterServer:
         return self.file.rotations
 
     @property
+    def torn_records(self) -> int:
+        """Records cut off by a sender that died or gave up mid-send: discarded, never written."""
+        return self._torn
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
