@@ -142,9 +142,7 @@ def outlived(path: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "outlived":
-        outlived(sys.argv[2])
-    elif sys.argv[1] == "family":
+    if sys.argv[1] == "family":
         family(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif sys.argv[1] == "attached":  # an unrelated program under `trainvisor run`
         log = logging.getLogger("program")

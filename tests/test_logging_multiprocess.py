@@ -141,8 +141,11 @@ def test_unrelated_subprocess_attaches_via_env_and_its_uncaught_traceback_is_log
 
 def test_owner_keeps_its_writer_until_non_daemon_children_have_logged(tmp_path):
     log = tmp_path / "train.log"
-    subprocess.run([sys.executable, str(TESTS_DIR / "logging_workers.py"), "outlived", str(log)],
-                   env={**os.environ, "PYTHONPATH": str(TESTS_DIR)}, check=True, timeout=60)
+    # multiprocessing's exit hook (which joins children) registered before logging's
+    # shutdown hook runs after it: the order in which the writer would close too early
+    code = f"import multiprocessing.util, logging_workers; logging_workers.outlived({str(log)!r})"
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(TESTS_DIR)},
+                   check=True, timeout=60)
     assert_complete(parse_records(log.read_text()), ["owner", "late"], 1)
 
 
