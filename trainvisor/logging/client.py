@@ -89,7 +89,8 @@ class WriterConnection:
             )
 
     def close(self) -> None:
-        if self._sock is not None and self._pid == os.getpid():
+        # In a forked child this closes only the child's copy of the descriptor.
+        if self._sock is not None:
             self._sock.close()
         self._sock = None
 

@@ -11,7 +11,6 @@ import os
 import selectors
 import shutil
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -57,7 +56,7 @@ class RotatingFile:
     def __init__(self, filename: str | os.PathLike[str], *, mode: str = "a", max_bytes: int = 0,
                  backup_count: int = 10) -> None:
         if mode not in ("a", "w"):
-            raise ValueError(f"mode must be 'a' or 'w', not {mode!r}")
+            raise LogWriterError(f"log file mode must be 'a' or 'w', not {mode!r}")
         self.path = os.path.abspath(os.fspath(filename))
         self.max_bytes = max_bytes
         self.backup_count = backup_count
