@@ -152,3 +152,11 @@ if __name__ == "__main__":
             log.info(message("attached", seq))
         if sys.argv[3:] == ["raise"]:
             raise RuntimeError("uncaught in attached program")
+
+
+def reopen_same_file(path: str) -> None:
+    """What a spawn child does when the main module sets logging up at import time."""
+    handler = MultiProcessingLogHandler(path)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    test_logger(handler).info(message("reopened", 0))
+    sys.exit(0 if handler.server is None else 5)

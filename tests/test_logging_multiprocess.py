@@ -139,6 +139,26 @@ def test_unrelated_subprocess_attaches_via_env_and_its_uncaught_traceback_is_log
     assert "RuntimeError: uncaught in attached program" in uncaught
 
 
+def test_spawn_child_re_creating_the_handler_joins_the_parents_writer(handler):
+    p = multiprocessing.get_context("spawn").Process(target=workers.reopen_same_file, args=(handler.filename,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0, "the child started a second writer for the same file"
+    handler.close()
+    assert_complete(parse_records(read_log(Path(handler.filename))), ["reopened"], 1)
+
+
+def test_threads_of_one_process_interleave_whole_records(handler):
+    tags = [f"thread{i}" for i in range(4)]
+    threads = [threading.Thread(target=workers.log_records, args=(t, 5_000)) for t in tags]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    handler.close()
+    assert_complete(parse_records(read_log(Path(handler.filename))), tags, 5_000)
+
+
 def test_owner_keeps_its_writer_until_non_daemon_children_have_logged(tmp_path):
     log = tmp_path / "train.log"
     # multiprocessing's exit hook (which joins children) registered before logging's
