@@ -28,6 +28,7 @@ _TARGET_NAME = "target"  # holds the absolute log path, so a second writer for i
 _RECV_BYTES = 256 * 1024
 _COALESCE_BYTES = 64 * 1024
 _COALESCE_SECONDS = 0.002  # at most this much added latency while records trickle in
+_DRAIN_SECONDS = 5.0
 _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 
 
@@ -245,8 +246,9 @@ class LogWriterServer:
                 self._selector.register(conn, selectors.EVENT_READ, decoder)
 
     def _read(self, conn: socket.socket, decoder: FrameDecoder, batch: list[bytes], *,
-              until_empty: bool = False) -> int:
-        """Move whole records from `conn` into `batch`; return the bytes received."""
+              until: float | None = None) -> int:
+        """Move whole records from `conn` into `batch`; return the bytes received. With
+        `until` (a monotonic deadline), keep reading until the socket is empty or time is up."""
         received = 0
         while True:
             try:
@@ -265,7 +267,10 @@ class LogWriterServer:
                 _warn(f"dropping a log connection that sent garbage: {exc}")
                 self._drop(conn, decoder, torn=False)
                 return received
-            if not until_empty and len(data) < _RECV_BYTES:
+            if until is None:
+                if len(data) < _RECV_BYTES:
+                    return received
+            elif time.monotonic() > until:
                 return received
 
     def _write(self, payloads: list[bytes]) -> None:
@@ -289,9 +294,10 @@ class LogWriterServer:
     def _drain(self) -> None:
         """Everything a client sent before close() began is already in a socket buffer."""
         self._accept()
+        until = time.monotonic() + _DRAIN_SECONDS  # a sender that never pauses cannot hold close() up
         for conn, decoder in list(self._connections.items()):
             batch: list[bytes] = []
-            self._read(conn, decoder, batch, until_empty=True)
+            self._read(conn, decoder, batch, until=until)
             if batch:
                 self._write(batch)
 
