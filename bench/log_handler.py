@@ -19,6 +19,8 @@ import logging
 import logging.handlers
 import multiprocessing
 import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -168,6 +170,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000, help="records per process")
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--max-bytes", type=int, default=8 * 1024 * 1024, help="rotation size")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
     args = parser.parse_args()
     total = args.records * args.processes
     variants = {
@@ -176,21 +179,27 @@ def main() -> None:
         "flock per write, file kept open": lambda p: bench_flock(p, args.processes, args.records, args.max_bytes, keep_open=True),
         "flock per write, reopen per write": lambda p: bench_flock(p, args.processes, args.records // 5, args.max_bytes, keep_open=False),
     }
-    rates: dict[str, float] = {}
+    variants["(ceiling: format only, no output)"] = lambda p: bench_ceiling(args.processes, args.records)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
     print(f"{args.processes} processes, {args.records} records each, fork, rotation at {args.max_bytes} bytes,"
-          f" {os.cpu_count()} cores")
-    ceiling = total / bench_ceiling(args.processes, args.records)
-    print(f"  {'(ceiling: format only, no output)':38s} {total:>8d} records           = {ceiling:>9.0f} records/s")
+          f" {os.cpu_count()} cores; median of {args.repeat} interleaved rounds")
     with tempfile.TemporaryDirectory(prefix="tvbench-") as tmp:
-        for i, (name, run) in enumerate(variants.items()):
-            path = Path(tmp) / f"v{i}" / "bench.log"
-            path.parent.mkdir()
-            elapsed = run(path)
-            n = _count_lines(path)
-            expected = total // 5 if "reopen" in name else total
-            assert n == expected, f"{name}: {n} records in the file, expected {expected}"
-            rates[name] = n / elapsed
-            print(f"  {name:38s} {n:>8d} records in {elapsed:6.2f} s = {rates[name]:>9.0f} records/s")
+        for round_ in range(args.repeat):
+            for i, (name, run) in enumerate(variants.items()):
+                path = Path(tmp) / f"r{round_}v{i}" / "bench.log"
+                path.parent.mkdir()
+                elapsed = run(path)
+                expected = 0 if "ceiling" in name else total // 5 if "reopen" in name else total
+                n = _count_lines(path)
+                assert n == expected, f"{name}: {n} records in the file, expected {expected}"
+                samples[name].append((expected or total) / elapsed)
+                shutil.rmtree(path.parent)
+    rates = {name: statistics.median(values) for name, values in samples.items()}
+    ceiling = rates.pop("(ceiling: format only, no output)")
+    print(f"  {'(ceiling: format only, no output)':38s} {ceiling:>9.0f} records/s")
+    for name, rate in rates.items():
+        rounds = " ".join(f"{v:.0f}" for v in samples[name])
+        print(f"  {name:38s} {rate:>9.0f} records/s   (rounds: {rounds})")
     ours = rates["trainvisor MultiProcessingLogHandler"]
     print(f"trainvisor reaches {ours / ceiling:.0%} of the format-only ceiling;"
           f" no handler can beat the ceiling, which is {ceiling / rates['flock per write, file kept open']:.1f}x"
