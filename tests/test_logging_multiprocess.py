@@ -18,8 +18,8 @@ import multiprocessing.resource_tracker
 import psutil
 import pytest
 
-import logging_workers as workers
-from logcheck import assert_complete, log_files, parse_records, read_log
+from . import logging_workers as workers
+from .logcheck import assert_complete, log_files, parse_records, read_log
 from trainvisor.logging import ENV_VAR, LogWriterServer, MultiProcessingLogHandler
 
 PROCESSES = 8
