@@ -1,0 +1,407 @@
+"""The one writer: owns the log file, does rotation, and receives records from every process.
+
+A daemon thread in the process that starts the server accepts connections on a Unix stream
+socket in a private temporary directory and appends whole frames to the file. Only this
+thread touches the file, so records never interleave and rotation happens exactly once.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import selectors
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from ..errors import TrainvisorError
+from .protocol import ENV_VAR, FrameDecoder, ProtocolError
+
+__all__ = ["LogWriterError", "LogWriterServer", "RotatingFile", "writer_for_file"]
+
+_SOCKET_NAME = "log.sock"
+_TARGET_NAME = "target"  # holds the absolute log path, so a second writer for it is never started
+_RECV_BYTES = 256 * 1024
+_COALESCE_BYTES = 64 * 1024
+_COALESCE_SECONDS = 0.002  # at most this much added latency while records trickle in
+_DRAIN_SECONDS = 5.0
+_MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
+
+
+class LogWriterError(TrainvisorError):
+    """The writer could not be started: unusable log path or socket directory."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _warn(text: str) -> None:
+    # The writer never logs through logging: its own handler may be this writer.
+    try:
+        os.write(2, f"trainvisor.logging: {text}\n".encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass
+
+
+class RotatingFile:
+    """An append-only file rotated by size like `RotatingFileHandler`: `name`, `name.1` ...
+    `name.N`; a file never exceeds `max_bytes` unless a single record does."""
+
+    def __init__(self, filename: str | os.PathLike[str], *, mode: str = "a", max_bytes: int = 0,
+                 backup_count: int = 10) -> None:
+        if mode not in ("a", "w"):
+            raise LogWriterError(f"log file mode must be 'a' or 'w', not {mode!r}")
+        self.path = os.path.abspath(os.fspath(filename))
+        self.max_bytes = max_bytes
+        self.backup_count = backup_count
+        # As RotatingFileHandler: a rotating file is always appended to; backupCount=0 disables it.
+        self._rotating = max_bytes > 0 and backup_count > 0
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        if mode == "w" and not max_bytes > 0:
+            flags |= os.O_TRUNC
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._flags = flags & ~os.O_TRUNC
+        self.fd = os.open(self.path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.rotations = 0
+
+    def write_records(self, payloads: list[bytes], lock: threading.Lock) -> None:
+        """Append whole records; rotate between records when the next one would not fit."""
+        if not self._rotating:
+            data = b"".join(payloads)
+            _write_all(self.fd, data)
+            self.size += len(data)
+            return
+        pending: list[bytes] = []
+        pending_size = 0
+        for payload in payloads:
+            n = len(payload)
+            filled = self.size + pending_size
+            if filled and filled + n > self.max_bytes:
+                if pending:
+                    _write_all(self.fd, b"".join(pending))
+                    pending, pending_size = [], 0
+                with lock:  # a fork must not see the fd number mid-swap
+                    self._rollover()
+            pending.append(payload)
+            pending_size += n
+        if pending:
+            data = b"".join(pending)
+            _write_all(self.fd, data)
+            self.size += len(data)
+
+    def _rollover(self) -> None:
+        os.close(self.fd)
+        for i in range(self.backup_count - 1, 0, -1):
+            src = f"{self.path}.{i}"
+            if os.path.exists(src):
+                os.replace(src, f"{self.path}.{i + 1}")
+        os.replace(self.path, f"{self.path}.1")
+        self.fd = os.open(self.path, self._flags, 0o644)
+        self.size = 0
+        self.rotations += 1
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_LIVE: "weakref.WeakSet[LogWriterServer]" = weakref.WeakSet()
+
+
+class LogWriterServer:
+    """Owns one log file and the socket every logging process connects to.
+
+    Start with `LogWriterServer.start(path)`; give children `server.env` (the address in
+    `TRAINVISOR_LOG_ADDRESS`); `close()` drains every connection, stops the thread and
+    removes the socket. Forked children silently drop their copies of its descriptors.
+    """
+
+    def __init__(self, file: RotatingFile, *, directory: str) -> None:
+        self.file = file
+        self.directory = directory
+        self.address = os.path.join(directory, _SOCKET_NAME)
+        self._owner_pid = os.getpid()
+        self._lock = threading.Lock()  # guards descriptor set changes against a concurrent fork
+        self._closed = False
+        self._torn = 0
+        self.close_at_exit = True
+        self._connections: dict[socket.socket, FrameDecoder] = {}
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        try:
+            self._listener.bind(self.address)
+            self._listener.listen(socket.SOMAXCONN)
+            self._listener.setblocking(False)
+            self._wake_r.setblocking(False)
+            self._selector.register(self._listener, selectors.EVENT_READ, None)
+            self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+            Path(directory, _TARGET_NAME).write_text(file.path, encoding="utf-8")
+        except BaseException:
+            for closable in (self._selector, self._listener, self._wake_r, self._wake_w):
+                closable.close()
+            raise
+        self._thread = threading.Thread(target=self._run, name="trainvisor-log-writer", daemon=True)
+        _LIVE.add(self)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, filename: str | os.PathLike[str], *, mode: str = "a", maxBytes: int = 0,
+              backupCount: int = 10, socket_dir: str | os.PathLike[str] | None = None) -> "LogWriterServer":
+        """Open `filename` and start receiving records for it.
+
+        The socket lives in a fresh private (0700) directory under `socket_dir` (default: the
+        system temp dir), removed by `close()`; a SIGKILLed writer leaves that directory behind."""
+        try:
+            directory = tempfile.mkdtemp(prefix="tvlog-", dir=socket_dir)
+        except OSError as exc:
+            raise LogWriterError(f"cannot create a socket directory in {socket_dir}: {exc}") from exc
+        if len(os.path.join(directory, _SOCKET_NAME).encode()) > _MAX_SOCKET_PATH:
+            os.rmdir(directory)
+            raise LogWriterError(f"socket directory path too long for a Unix socket: {directory}")
+        try:
+            file = RotatingFile(filename, mode=mode, max_bytes=maxBytes, backup_count=backupCount)
+        except OSError as exc:
+            os.rmdir(directory)
+            raise LogWriterError(f"cannot open log file {filename}: {exc}") from exc
+        try:
+            return cls(file, directory=directory)
+        except BaseException:
+            file.close()
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What to add to a child's environment so its Python processes can `attach()`."""
+        return {ENV_VAR: self.address}
+
+    @property
+    def filename(self) -> str:
+        return self.file.path
+
+    @property
+    def rotations(self) -> int:
+        return self.file.rotations
+
+    @property
+    def torn_records(self) -> int:
+        """Records cut off by a sender that died or gave up mid-send: discarded, never written."""
+        return self._torn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- the writer thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            stopping = False
+            while not stopping:
+                batch: list[bytes] = []
+                received = 0
+                for key, _ in self._selector.select():
+                    sock = key.fileobj
+                    if sock is self._listener:
+                        self._accept()
+                    elif sock is self._wake_r:
+                        stopping = True
+                    else:
+                        received += self._read(sock, key.data, batch)  # type: ignore[arg-type]
+                if batch:
+                    self._write(batch)
+                if 0 < received < _COALESCE_BYTES and not stopping:
+                    # Let records pile up for a moment: one wake-up, recv and write per
+                    # batch instead of per record is what makes the single writer keep up.
+                    time.sleep(_COALESCE_SECONDS)
+            self._drain()
+        except Exception as exc:  # the writer must report, never take the process down
+            _warn(f"log writer for {self.file.path} failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._release()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                _warn(f"cannot accept a log connection: {exc}")
+                return
+            conn.setblocking(False)
+            decoder = FrameDecoder()
+            with self._lock:
+                self._connections[conn] = decoder
+                self._selector.register(conn, selectors.EVENT_READ, decoder)
+
+    def _read(self, conn: socket.socket, decoder: FrameDecoder, batch: list[bytes], *,
+              until: float | None = None) -> int:
+        """Move whole records from `conn` into `batch`; return the bytes received. With
+        `until` (a monotonic deadline), keep reading until the socket is empty or time is up."""
+        received = 0
+        while True:
+            try:
+                data = conn.recv(_RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                return received
+            except OSError:
+                data = b""
+            if not data:
+                self._drop(conn, decoder)
+                return received
+            received += len(data)
+            try:
+                batch += decoder.feed(data)
+            except ProtocolError as exc:
+                _warn(f"dropping a log connection that sent garbage: {exc}")
+                self._drop(conn, decoder, torn=False)
+                return received
+            if until is None:
+                if len(data) < _RECV_BYTES:
+                    return received
+            elif time.monotonic() > until:
+                return received
+
+    def _write(self, payloads: list[bytes]) -> None:
+        try:
+            self.file.write_records(payloads, self._lock)
+        except OSError as exc:  # disk full, file removed: keep the records visible somewhere
+            _warn(f"cannot write {self.file.path}: {exc}; records follow on stderr")
+            try:
+                _write_all(2, b"".join(payloads))
+            except OSError:
+                pass
+
+    def _drop(self, conn: socket.socket, decoder: FrameDecoder, *, torn: bool = True) -> None:
+        if torn and decoder.pending:
+            self._torn += 1  # a sender died or gave up mid-record; it re-sent that record to stderr
+        with self._lock:
+            self._selector.unregister(conn)
+            del self._connections[conn]
+            conn.close()
+
+    def _drain(self) -> None:
+        """Everything a client sent before close() began is already in a socket buffer."""
+        self._accept()
+        until = time.monotonic() + _DRAIN_SECONDS  # a sender that never pauses cannot hold close() up
+        for conn, decoder in list(self._connections.items()):
+            batch: list[bytes] = []
+            self._read(conn, decoder, batch, until=until)
+            if batch:
+                self._write(batch)
+
+    def _release(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+            self._selector.close()
+            self._listener.close()
+            self._wake_r.close()
+            self.file.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Write what every client has sent so far, stop, and remove the socket.
+
+        A no-op in a forked child: only the process that started the writer stops it."""
+        if self._closed or os.getpid() != self._owner_pid:
+            return
+        self._closed = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        self._wake_w.close()
+        _LIVE.discard(self)
+
+    def _forget_in_child(self) -> None:
+        """After fork: close the inherited descriptors (else a dead writer's clients would
+        never see EOF) without touching the file or the socket path the parent still uses."""
+        self._closed = True
+        self._lock = threading.Lock()
+        for conn in self._connections:
+            conn.close()
+        self._connections.clear()
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            sock.close()
+        self._selector.close()
+        if self.file.fd >= 0:
+            os.close(self.file.fd)
+            self.file.fd = -1
+
+    def __enter__(self) -> "LogWriterServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<LogWriterServer {self.file.path!r} at {self.address!r} {state}>"
+
+
+def writer_for_file(filename: str | os.PathLike[str], address: str | None = None) -> str | None:
+    """The address of a live writer (named by `address` or the environment) for `filename`,
+    so a second process asking for the same file becomes a client instead of a rival writer."""
+    address = address or os.environ.get(ENV_VAR)
+    if not address:
+        return None
+    try:
+        target = Path(address).with_name(_TARGET_NAME).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if target != os.path.abspath(os.fspath(filename)):
+        return None
+    return address if os.path.exists(address) else None
+
+
+_held: list[LogWriterServer] = []
+
+
+def _before_fork() -> None:
+    _held[:] = list(_LIVE)
+    for server in _held:
+        server._lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    for server in _held:
+        server._lock.release()
+    _held.clear()
+
+
+def _after_fork_in_child() -> None:
+    for server in _held:
+        server._forget_in_child()
+    _held.clear()
+    _LIVE.clear()
+
+
+def _close_all_at_exit() -> None:
+    # Servers a handler owns are closed by logging.shutdown(), which runs later, so records
+    # logged by other exit hooks still reach the file.
+    for server in list(_LIVE):
+        if server.close_at_exit:
+            server.close()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
+atexit.register(_close_all_at_exit)
+
