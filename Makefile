@@ -22,6 +22,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/parse_throughput.py
 	$(PY) bench/passthrough.py
+	$(PY) bench/log_handler.py
 
 clean:
 	rm -rf $(VENV) trainvisor-runs build *.egg-info

@@ -243,3 +243,21 @@ def test_log_file_gets_both_streams_and_metrics_are_flushed_while_the_child_runs
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
     assert proc.returncode == 143  # the child died of the forwarded SIGTERM
+
+
+def test_training_python_processes_log_into_the_run_log_through_the_environment(tmp_path):
+    code = ("import logging, multiprocessing, trainvisor.logging as tl\n"
+            "tl.attach()\n"
+            "def work(i):\n"
+            "    logging.getLogger('train').warning('worker %d step', i)\n"
+            "if __name__ == '__main__':\n"
+            "    logging.getLogger('train').warning('main starts')\n"
+            "    ps = [multiprocessing.get_context('spawn').Process(target=work, args=(i,)) for i in range(2)]\n"
+            "    [p.start() for p in ps]; [p.join() for p in ps]\n")
+    script = tmp_path / "train.py"
+    script.write_text(code)
+    proc = run_cli(["--", PY, str(script)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "run" / "train.log").read_text()
+    assert "main starts" in text and "worker 0 step" in text and "worker 1 step" in text
+    assert "trainvisor: run " in text and "ended: exit code 0, " in text  # trainvisor's own records, same file

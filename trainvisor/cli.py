@@ -26,29 +26,46 @@ __all__ = ["main", "cli"]
 log = logging.getLogger("trainvisor")
 
 DEFAULT_RUNS_ROOT = "trainvisor-runs"
+RUN_LOG_NAME = "train.log"
 
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def _setup_logging(run_dir: Optional[Path], *, quiet: bool) -> None:
-    """trainvisor's own log: everything into the run directory, warnings to stderr."""
+def _setup_logging(run_dir: Optional[Path], *, quiet: bool):
+    """trainvisor's own log: into the run directory's log (a multiprocess log writer
+    that the training's Python processes can join too), warnings to stderr.
+    Returns the writer server (or None) for the caller to close."""
     root = logging.getLogger("trainvisor")
     root.setLevel(logging.INFO)
     root.propagate = False
     for h in list(root.handlers):
         root.removeHandler(h)
         h.close()
+    server = None
     if run_dir is not None:
-        fh = logging.FileHandler(run_dir / "trainvisor.log", encoding="utf-8")
-        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(fh)
+        from .logging import LogWriterServer, MultiProcessingLogHandler
+
+        server = LogWriterServer.start(run_dir / RUN_LOG_NAME, maxBytes=64 << 20, backupCount=10)
+        own = MultiProcessingLogHandler.connect(
+            server.address, formatter=logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(own)
     if not quiet:
         sh = logging.StreamHandler(sys.stderr)
         sh.setLevel(logging.WARNING)
         sh.setFormatter(logging.Formatter("trainvisor: %(message)s"))
         root.addHandler(sh)
+    return server
+
+
+def _close_logging(server) -> None:
+    root = logging.getLogger("trainvisor")
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        h.close()
+    if server is not None:
+        server.close()
 
 
 def _parser_options(year: Optional[int], iters_per_epoch: Optional[int], argv: Sequence[str] = ()) -> ParserOptions:
@@ -107,8 +124,6 @@ def cli() -> None:
 def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_dir, run_id, log_file, shell, cwd,
         kill_timeout, summary, quiet, command) -> None:
     """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`."""
-    from .supervisor import Supervisor
-
     command = list(command)
     if command and command[0] == "--":
         command = command[1:]
@@ -117,7 +132,19 @@ def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_di
     run_id = run_id or new_run_id()
     rd = Path(run_dir) if run_dir else Path(DEFAULT_RUNS_ROOT) / run_id
     rd.mkdir(parents=True, exist_ok=True)
-    _setup_logging(rd, quiet=quiet)
+    log_server = _setup_logging(rd, quiet=quiet)
+    try:
+        exit_code = _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file,
+                         shell, cwd, kill_timeout, summary, command, log_server)
+    finally:
+        _close_logging(log_server)
+    sys.exit(exit_code)
+
+
+def _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file, shell, cwd,
+         kill_timeout, summary, command, log_server) -> int:
+    from .supervisor import Supervisor
+
     parser = create_parser(parser_name, _parser_options(year or time.localtime().tm_year, iters_per_epoch, command))
     metrics = Path(metrics_path) if metrics_path else rd / "metrics.jsonl"
     sink = JsonlSink(metrics)
@@ -126,8 +153,10 @@ def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_di
     counts = StatsSink()
     log.info("run %s: %s (parser %s, metrics %s)", run_id, " ".join(command), parser_name, metrics)
     sup = Supervisor(
-        command, parser=parser, sinks=[sink, counts] if summary else [sink], shell=shell, cwd=cwd, log_file=log_file, kill_timeout=kill_timeout,
-        max_line=max_line_bytes, subreaper=True,
+        command, parser=parser, sinks=[sink, counts] if summary else [sink], shell=shell, cwd=cwd,
+        log_file=log_file, kill_timeout=kill_timeout, max_line=max_line_bytes, subreaper=True,
+        # The training's own Python processes can log into the run log: trainvisor.logging.attach()
+        extra_env=log_server.env if log_server is not None else None,
     )
     result = sup.run()
     log.info("run %s ended: exit code %d, %d lines, %d events", run_id, result.exit_code,
@@ -135,7 +164,7 @@ def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_di
     if summary:
         click.echo(format_summary(result.stats, counts, exit_code=result.exit_code, faults=result.faults,
                                   metrics_path=str(metrics), run_dir=str(rd)), err=True)
-    sys.exit(result.exit_code)
+    return result.exit_code
 
 
 def _open_log(path: str):
