@@ -92,3 +92,13 @@ CHECKPOINTS = st.builds(CheckpointEvent, st.text(max_size=8), st.just("weights")
 def test_c_jsonl_formatting_is_the_python_formatting(events):
     expected = "".join(map(jsonl._format_event, events))
     assert jsonl._c_format(events, Metric, jsonl._NAMES, jsonl._format_event) == expected
+
+
+from trainvisor.sinks import caffe_csv  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(min_value=-(2**60), max_value=2**60)), max_size=12))
+def test_c_csv_row_is_the_python_row(cells):
+    assert caffe_csv._c_csv_row(cells) == ",".join(map(caffe_csv._fmt, cells))

@@ -478,7 +478,46 @@ error:
     return NULL;
 }
 
+/* csv_row(items) -> "a,b,c": each item a float (repr), an int (as float(int): NumIters is
+ * written as 100.0 by parse_log.py) or None (empty cell). Anything else: NotImplemented. */
+static PyObject *csv_row(PyObject *self, PyObject *items) {
+    PyObject *seq = PySequence_Fast(items, "csv_row takes a sequence");
+    if (!seq) return NULL;
+    sbuf b = {NULL, 0, 0};
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **it = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = it[i];
+        if (i && sb_put(&b, ",", 1)) goto error;
+        if (v == Py_None) continue;
+        double d;
+        if (PyFloat_CheckExact(v)) d = PyFloat_AS_DOUBLE(v);
+        else if (PyLong_CheckExact(v)) {
+            d = PyLong_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) goto error;
+        } else {
+            Py_DECREF(seq);
+            PyMem_Free(b.buf);
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+        char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        if (!r) goto error;
+        int rc = sb_str(&b, r);
+        PyMem_Free(r);
+        if (rc) goto error;
+    }
+    Py_DECREF(seq);
+    PyObject *res = PyUnicode_DecodeASCII(b.buf ? b.buf : "", (Py_ssize_t)b.len, "strict");
+    PyMem_Free(b.buf);
+    return res;
+error:
+    Py_DECREF(seq);
+    PyMem_Free(b.buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"csv_row", csv_row, METH_O, "One CSV row of numbers in repr() form (see sinks/caffe_csv.py)."},
     {"format_metrics", format_metrics, METH_VARARGS, "JSON Lines for a list of events (see sinks/jsonl.py)."},
     {"parse_block", parse_block, METH_VARARGS, "Parse an ASCII block of Caffe glog lines (see caffe.py)."},
     {NULL, NULL, 0, NULL},

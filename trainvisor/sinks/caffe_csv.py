@@ -27,6 +27,13 @@ __all__ = ["CaffeCsvSink"]
 _LR = "lr"
 _NOT_OUTPUTS = frozenset({"total_loss", "iter_per_sec", _LR})
 _FIXED = ("NumIters", "Seconds", "LearningRate")
+
+try:  # repr() of each number in C, built with the Caffe speedups (setup.py)
+    from ..parsers._caffe_speedups import csv_row as _c_csv_row
+except ImportError:  # pragma: no cover - depends on the build
+    _c_csv_row = None
+if os.environ.get("TRAINVISOR_PURE_PYTHON"):
+    _c_csv_row = None
 _NO_ROW = object()
 
 
@@ -83,14 +90,15 @@ class _Table:
 
     def _format(self, row: list) -> None:
         it, seconds, lr, values = row
-        head = f"{_fmt(it)},{_fmt(seconds)},{_fmt(lr)}"
+        cells = [it, seconds, lr]
         if values:
-            width = max(values) + 1
             get = values.get
-            cells = [get(i) for i in range(width)]
-            head += "," + ",".join("" if v is None else repr(v) for v in cells)
+            cells.extend(map(get, range(max(values) + 1)))
+        line = _c_csv_row(cells) if _c_csv_row is not None else NotImplemented
+        if line is NotImplemented:
+            line = ",".join(map(_fmt, cells))
         lines = self._lines
-        lines.append(head)
+        lines.append(line)
         if len(lines) >= 4096:
             self._spill()
 
