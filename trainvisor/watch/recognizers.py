@@ -157,32 +157,35 @@ class TensorflowRecognizer:
         return None
 
 
-class KerasRecognizer(_Single):
+class _SuffixRecognizer(_Single):
+    """One file per checkpoint, known by its extension; numbers come from the stem."""
+
+    name = ""
+    suffixes: tuple[str, ...] = ()
+    bare_is_epoch = False
+
+    def match(self, filename: str) -> Optional[Part]:
+        low = filename.lower()
+        for suf in self.suffixes:
+            if low.endswith(suf) and len(filename) > len(suf):
+                it, ep = _numbers_from_name(filename[: -len(suf)], bare_is_epoch=self.bare_is_epoch)
+                return Part(self.name, filename, "file", it, ep)
+        return None
+
+
+class KerasRecognizer(_SuffixRecognizer):
+    """`.h5` / `.hdf5` / `.keras`; ModelCheckpoint names carry the epoch (`weights.05-0.23.h5`)."""
+
     name = "keras"
-    _suffixes = (".h5", ".hdf5", ".keras")
-
-    def match(self, filename: str) -> Optional[Part]:
-        low = filename.lower()
-        for suf in self._suffixes:
-            if low.endswith(suf) and len(filename) > len(suf):
-                stem = filename[: -len(suf)]
-                it, ep = _numbers_from_name(stem, bare_is_epoch=True)
-                return Part(self.name, filename, "file", it, ep)
-        return None
+    suffixes = (".h5", ".hdf5", ".keras")
+    bare_is_epoch = True
 
 
-class PytorchRecognizer(_Single):
+class PytorchRecognizer(_SuffixRecognizer):
+    """`.pt` / `.pth` / `.ckpt` / `.pth.tar`; Lightning names carry `epoch=` and `step=`."""
+
     name = "pytorch"
-    _suffixes = (".pt", ".pth", ".ckpt", ".pth.tar")
-
-    def match(self, filename: str) -> Optional[Part]:
-        low = filename.lower()
-        for suf in self._suffixes:
-            if low.endswith(suf) and len(filename) > len(suf):
-                stem = filename[: -len(suf)]
-                it, ep = _numbers_from_name(stem, bare_is_epoch=False)
-                return Part(self.name, filename, "file", it, ep)
-        return None
+    suffixes = (".pt", ".pth", ".ckpt", ".pth.tar")
 
 
 class PatternRecognizer(_Single):
