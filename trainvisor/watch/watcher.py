@@ -202,6 +202,10 @@ class CheckpointWatcher:
         if kind == "dir":
             if self._watches.pending:
                 self._watches.ensure()
+            if self._root_of(path) is not None:
+                # Files written into a new subdirectory before its inotify watch existed
+                # are reported as created, never closed: they complete by settling.
+                self._scan(path)
             return
         if kind == "moved":
             self._forget(path)
@@ -395,7 +399,7 @@ class CheckpointWatcher:
             for n in names:
                 path = os.path.join(dirpath, n)
                 f = self._track(path, settle=True)
-                if f is not None:
+                if f is not None and f.complete is None:
                     f.settle = True
                     f.last, f.since = _stat(path), self.clock()
 
