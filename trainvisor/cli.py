@@ -20,6 +20,7 @@ from .replay import replay_stream
 from .sinks.jsonl import JsonlSink
 from .sinks.stats import StatsSink
 from .summary import format_summary
+from .watch.options import WatchOptions, build_watcher, watch_options
 
 __all__ = ["main", "cli"]
 
@@ -120,9 +121,10 @@ def cli() -> None:
               help="Seconds between SIGTERM and SIGKILL of the whole process tree at shutdown.")
 @click.option("--summary/--no-summary", default=None, help="Print a summary at the end (default: when stderr is a terminal).")
 @click.option("-q", "--quiet", is_flag=True, help="No trainvisor warnings on stderr (they still go to the run log).")
+@watch_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_dir, run_id, log_file, shell, cwd,
-        kill_timeout, summary, quiet, command) -> None:
+        kill_timeout, summary, quiet, command, watch_opts: WatchOptions) -> None:
     """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`."""
     command = list(command)
     if command and command[0] == "--":
@@ -135,15 +137,16 @@ def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_di
     log_server = _setup_logging(rd, quiet=quiet)
     try:
         exit_code = _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file,
-                         shell, cwd, kill_timeout, summary, command, log_server)
+                         shell, cwd, kill_timeout, summary, command, log_server, watch_opts)
     finally:
         _close_logging(log_server)
     sys.exit(exit_code)
 
 
 def _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file, shell, cwd,
-         kill_timeout, summary, command, log_server) -> int:
+         kill_timeout, summary, command, log_server, watch_opts: WatchOptions) -> int:
     from .supervisor import Supervisor
+    from .watch.record import CheckpointRecord, FanOut
 
     parser = create_parser(parser_name, _parser_options(year or time.localtime().tm_year, iters_per_epoch, command))
     metrics = Path(metrics_path) if metrics_path else rd / "metrics.jsonl"
@@ -151,14 +154,28 @@ def _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, r
     if summary is None:
         summary = sys.stderr.isatty()
     counts = StatsSink()
+    sinks = [sink, counts] if summary else [sink]
+    # Checkpoint watching: set up (and config errors raised) before the training starts.
+    watcher = build_watcher(watch_opts, argv=command, cwd=os.path.abspath(cwd or os.getcwd()),
+                            consumer=FanOut([CheckpointRecord(rd / "checkpoints.jsonl")]),
+                            iters_per_epoch=iters_per_epoch)
+    if watcher is not None:
+        sinks.append(watcher.announcement_sink())
+        log.info("watching %s for checkpoints", ", ".join(watcher.roots))
     log.info("run %s: %s (parser %s, metrics %s)", run_id, " ".join(command), parser_name, metrics)
     sup = Supervisor(
-        command, parser=parser, sinks=[sink, counts] if summary else [sink], shell=shell, cwd=cwd,
+        command, parser=parser, sinks=sinks, shell=shell, cwd=cwd,
         log_file=log_file, kill_timeout=kill_timeout, max_line=max_line_bytes, subreaper=True,
         # The training's own Python processes can log into the run log: trainvisor.logging.attach()
         extra_env=log_server.env if log_server is not None else None,
     )
-    result = sup.run()
+    if watcher is not None:
+        watcher.start()
+    try:
+        result = sup.run()
+    finally:
+        if watcher is not None:
+            watcher.stop(drain=True)
     log.info("run %s ended: exit code %d, %d lines, %d events", run_id, result.exit_code,
              result.stats.lines, result.stats.events)
     if summary:

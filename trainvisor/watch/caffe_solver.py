@@ -30,7 +30,10 @@ class SolverSnapshot:
 def solver_path_from_argv(argv: Sequence[str]) -> Optional[str]:
     """The solver of `caffe train -solver FILE` (`--solver FILE`, `-solver=FILE`, `--solver=FILE`);
     None when the command is not a Caffe training."""
-    if not argv or "train" not in argv[1:] or "caffe" not in os.path.basename(argv[0]):
+    if "train" not in argv:
+        return None
+    # `caffe train`, `/opt/caffe/build/tools/caffe.bin train`, `python fake-caffe train`
+    if not any("caffe" in os.path.basename(a) for a in argv[: list(argv).index("train")]):
         return None
     for i, a in enumerate(argv):
         if a in ("-solver", "--solver") and i + 1 < len(argv):

@@ -5,6 +5,7 @@ builds a watcher from their values, the child's argv and its working directory.
 value to `build_watcher`."""
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -56,13 +57,12 @@ def watch_options(f: Callable) -> Callable:
                      help="With `caffe train -solver FILE`, watch the solver's snapshot_prefix directory."),
     ]
 
+    @functools.wraps(f)  # keeps click's __click_params__ of decorators applied before this one
     def wrapper(**kw):
         wo = WatchOptions(tuple(kw.pop("watch")), kw.pop("poll"), kw.pop("settle"),
                           tuple(kw.pop("checkpoint_pattern")), kw.pop("upload_policy"), kw.pop("solver_watch"))
         return f(watch_opts=wo, **kw)
 
-    wrapper.__name__ = f.__name__
-    wrapper.__doc__ = f.__doc__
     for o in reversed(opts):
         wrapper = o(wrapper)
     return wrapper

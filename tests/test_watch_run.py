@@ -1,0 +1,49 @@
+"""`trainvisor run` with checkpoint watching: the solver's snapshot directory is
+watched without being told, every snapshot is recorded complete, and the
+training's output is byte-identical to a run without watching."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from .conftest import FAKE_CAFFE
+
+TRAINVISOR = [sys.executable, "-m", "trainvisor"]
+
+
+def _run(tmp_path, name, *opts):
+    """Each run in its own working directory, with the same solver."""
+    cwd = tmp_path / name
+    cwd.mkdir()
+    (cwd / "solver.prototxt").write_text('snapshot: 100\nsnapshot_prefix: "snaps/lenet"\n')
+    return subprocess.run(
+        TRAINVISOR + ["run", "--run-dir", str(cwd / "run"), *opts, "--", sys.executable, str(FAKE_CAFFE),
+                      "train", "-solver", "solver.prototxt", "--generate", "1000", "--snapshot-size", str(1 << 20)],
+        capture_output=True, cwd=cwd, timeout=120)
+
+
+def test_caffe_run_records_every_snapshot_complete_and_output_is_unchanged(tmp_path):
+    plain = _run(tmp_path, "plain", "--no-solver-watch")
+    watched = _run(tmp_path, "watched", "--upload-policy", "all", "--iters-per-epoch", "200")
+    assert plain.returncode == watched.returncode == 0, watched.stderr[-2000:]
+    assert watched.stderr == plain.stderr and watched.stdout == plain.stdout
+    assert not (tmp_path / "plain" / "run" / "checkpoints.jsonl").exists()
+    records = [json.loads(x) for x in (tmp_path / "watched" / "run" / "checkpoints.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == list(range(100, 1001, 100))
+    assert [r["epoch"] for r in records] == [i / 2 for i in range(1, 11)]
+    for r in records:
+        assert sorted(f["relpath"] for f in r["files"]) == [f"lenet_iter_{r['iteration']}.{ext}"
+                                                            for ext in ("caffemodel", "solverstate")]
+        assert all(f["size"] == 1 << 20 for f in r["files"])
+
+
+def test_bad_upload_policy_is_one_line_before_the_training_starts(tmp_path):
+    proc = subprocess.run(TRAINVISOR + ["run", "--run-dir", str(tmp_path / "r"), "--watch", "w",
+                                        "--upload-policy", "sometimes", "--", sys.executable, "-c",
+                                        "open('started', 'w')"],
+                          capture_output=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode != 0
+    err = proc.stderr.decode().strip().splitlines()
+    assert err == ["trainvisor: bad --upload-policy 'sometimes': expected all|epoch-end|every-N|last (e.g. every-5)"]
+    assert not (tmp_path / "started").exists()
