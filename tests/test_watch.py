@@ -121,6 +121,21 @@ def test_slowly_written_checkpoint_is_handed_over_only_when_complete(tmp_path, p
 
 
 @pytest.mark.parametrize("poll", [False, True], ids=["inotify", "polling"])
+def test_new_checkpoint_written_slowly_into_a_deleted_ones_inode_is_not_taken_for_a_rename(tmp_path, poll):
+    """The polling observer reports delete + create in the same inode as a move."""
+    rec = Recorder()
+    with CheckpointWatcher([tmp_path], consumer=rec, poll=poll, settle=0.3, poll_interval=0.05):
+        (tmp_path / "m_step_1.pt").write_bytes(b"\0" * MB)
+        rec.wait(1)
+        os.unlink(tmp_path / "m_step_1.pt")
+        closed = write_slowly(tmp_path / "m_step_2.pt", chunks=6)
+        rec.wait(2)
+    assert rec.names == ["m_step_1.pt", "m_step_2.pt"]
+    t, _, sizes = rec.got[1]
+    assert t >= closed and sizes == {"m_step_2.pt": 6 * MB}
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "polling"])
 def test_caffe_set_waits_for_both_files(tmp_path, poll):
     rec = Recorder()
     with CheckpointWatcher([tmp_path], consumer=rec, poll=poll, settle=0.2):

@@ -210,8 +210,14 @@ class CheckpointWatcher:
         if kind == "moved":
             self._forget(path)
             dest = item[3]
-            f = self._track(dest, settle=False)
-            if f is not None:
+            f = self._track(dest, settle=self.poll)
+            if f is None:
+                return
+            if self.poll:
+                # The polling observer also reports "deleted A, created B in A's inode"
+                # as a move: not evidence of a rename after writing, so B must settle.
+                f.complete, f.last, f.since = None, _stat(dest), self.clock()
+            else:
                 self._completed(f, dest, _stat(dest))
             return
         if kind == "deleted":
