@@ -70,6 +70,7 @@ RECOGNISED = [
     ("epoch=3-step=1200.ckpt", "pytorch", "epoch=3-step=1200.ckpt", "file", 1200, 3),
     ("model_step_500.pt", "pytorch", "model_step_500.pt", "file", 500, None),
     ("checkpoint.pth.tar", "pytorch", "checkpoint.pth.tar", "file", None, None),
+    ("model_temp.pt", "pytorch", "model_temp.pt", "file", None, None),
 ]
 
 

@@ -55,7 +55,7 @@ class Recognizer(Protocol):
 
 _TEMP_SUFFIXES = (".tmp", ".temp", ".partial", ".part", ".swp", ".swx", ".crdownload", "~")
 _TEMP_PREFIXES = (".~", ".#", "~$")
-_TEMP_INFIX = re.compile(r"\.(?:tmp|tempstate\d*|partial)[._-]?|\.tmp_|_temp\b", re.IGNORECASE)
+_TEMP_INFIX = re.compile(r"\.(?:tmp|tempstate\d*|partial)(?:[._-]|\d|$)", re.IGNORECASE)
 
 
 def is_temporary(filename: str) -> bool:

@@ -108,6 +108,8 @@ class CheckpointWatcher:
         self._files: dict[str, _File] = {}
         self._sets: dict[tuple, _Set] = {}
         self._shared: dict[tuple, str] = {}
+        self._unsettled: set[str] = set()        # settle-tracked files not yet complete
+        self._waiting: dict[tuple, _Set] = {}     # sets complete but for missing files
         self._ordinal = 0
         self._deferred: Optional[Checkpoint] = None
         self._observer = None
@@ -139,7 +141,7 @@ class CheckpointWatcher:
             self._observer.stop()
             self._observer.join(timeout)
         self._q.put(("stop", drain))
-        self._thread.join(timeout)
+        self._thread.join(timeout + (self.settle if drain else 0.0))
         self._thread = None
 
     def __enter__(self) -> "CheckpointWatcher":
@@ -216,7 +218,7 @@ class CheckpointWatcher:
             if self.poll:
                 # The polling observer also reports "deleted A, created B in A's inode"
                 # as a move: not evidence of a rename after writing, so B must settle.
-                f.complete, f.last, f.since = None, _stat(dest), self.clock()
+                self._writing(dest, f)
             else:
                 self._completed(f, dest, _stat(dest))
             return
@@ -232,9 +234,15 @@ class CheckpointWatcher:
             st = _stat(path)
             if f.settle and f.complete is not None and st == f.complete:
                 return  # polling saw the state we already accepted
-            f.complete = None
-            f.last = st
-            f.since = self.clock()
+            self._writing(path, f, st)
+
+    def _writing(self, path: str, f: _File, st: Optional[Stat] = None) -> None:
+        """`path` is (again) being written: not complete until proven."""
+        f.complete = None
+        f.last = st if st is not None else _stat(path)
+        f.since = self.clock()
+        if f.settle:
+            self._unsettled.add(path)
 
     def _root_of(self, path: str) -> Optional[str]:
         for root in self.roots:  # longest first
@@ -264,6 +272,7 @@ class CheckpointWatcher:
         return f
 
     def _forget(self, path: str) -> None:
+        self._unsettled.discard(path)
         f = self._files.pop(path, None)
         if f is None:
             return
@@ -276,6 +285,7 @@ class CheckpointWatcher:
             del s.roles[f.part.role]
             if not s.roles:
                 del self._sets[key]
+                self._waiting.pop(key, None)
 
     def _on_log(self, path: str) -> None:
         path = os.path.normpath(path)
@@ -285,12 +295,11 @@ class CheckpointWatcher:
             self._completed(f, path, st)
 
     def _settling(self) -> bool:
-        return any(f.settle and f.complete is None for f in self._files.values())
+        return bool(self._unsettled)
 
     def _check_settled(self, now: float) -> None:
-        for path, f in list(self._files.items()):
-            if not f.settle or f.complete is not None:
-                continue
+        for path in list(self._unsettled):
+            f = self._files[path]
             st = _stat(path)
             if st is None:
                 continue
@@ -303,6 +312,7 @@ class CheckpointWatcher:
         if st is None:
             return
         f.complete = f.last = st
+        self._unsettled.discard(path)
         if f.part.shared:
             self._shared[(os.path.dirname(path), f.part.framework, f.part.set_name)] = path
             return
@@ -324,12 +334,15 @@ class CheckpointWatcher:
             if s.first_complete is None:
                 s.first_complete = self.clock()
             if not partial:
+                if s.handed is None:
+                    self._waiting[s.key] = s
                 return
         paths = [s.roles[r] for r in sorted(s.roles)]
         shared = self._shared_for(s)
         if shared:
             paths.append(shared)
         signature = tuple((p, self._files[p].complete) for p in paths)
+        self._waiting.pop(s.key, None)
         if signature == s.handed:
             return
         cp = self._checkpoint(s, paths)
@@ -382,8 +395,8 @@ class CheckpointWatcher:
         log.info("checkpoint %s complete (%d files), handed to the uploader", cp.name, len(cp.files))
 
     def _check_partial(self, now: float) -> None:
-        for s in list(self._sets.values()):
-            if s.first_complete is not None and s.handed is None and now - s.first_complete >= self.partial_after:
+        for s in list(self._waiting.values()):
+            if s.handed is None and now - s.first_complete >= self.partial_after:
                 self._try_hand_over(s, partial=True)
 
     def _finish(self) -> None:
@@ -407,7 +420,7 @@ class CheckpointWatcher:
                 f = self._track(path, settle=True)
                 if f is not None and f.complete is None:
                     f.settle = True
-                    f.last, f.since = _stat(path), self.clock()
+                    self._writing(path, f)
 
 
 class AnnouncementSink:
