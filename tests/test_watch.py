@@ -43,13 +43,16 @@ class Recorder:
 
 
 def write_slowly(path: Path, *, chunks: int = 10, chunk: int = MB, pause: float = 0.1) -> float:
-    """1 MB every 100 ms; returns the monotonic time the file was closed."""
+    """1 MB every 100 ms; returns the monotonic time of the last write (just before
+    the close: the watcher may react to the close before this thread runs again)."""
     with open(path, "wb") as fh:
-        for _ in range(chunks):
+        for i in range(chunks):
             fh.write(b"\0" * chunk)
             fh.flush()
-            time.sleep(pause)
-    return time.monotonic()
+            if i < chunks - 1:
+                time.sleep(pause)
+        last_write = time.monotonic()
+    return last_write
 
 
 # -- recognisers -----------------------------------------------------------------------
@@ -114,11 +117,11 @@ def test_tensorflow_set_needs_index_and_every_shard():
 def test_slowly_written_checkpoint_is_handed_over_only_when_complete(tmp_path, poll):
     rec = Recorder()
     with CheckpointWatcher([tmp_path], consumer=rec, poll=poll, settle=0.3):
-        closed = write_slowly(tmp_path / "model_step_10.pt")
+        last_write = write_slowly(tmp_path / "model_step_10.pt")
         got = rec.wait(1)
     assert [c.name for c in got] == ["model_step_10.pt"]
     t, _, sizes = rec.got[0]
-    assert t >= closed and sizes == {"model_step_10.pt": 10 * MB}
+    assert t >= last_write and sizes == {"model_step_10.pt": 10 * MB}
 
 
 @pytest.mark.parametrize("poll", [False, True], ids=["inotify", "polling"])
@@ -129,11 +132,11 @@ def test_new_checkpoint_written_slowly_into_a_deleted_ones_inode_is_not_taken_fo
         (tmp_path / "m_step_1.pt").write_bytes(b"\0" * MB)
         rec.wait(1)
         os.unlink(tmp_path / "m_step_1.pt")
-        closed = write_slowly(tmp_path / "m_step_2.pt", chunks=6)
+        last_write = write_slowly(tmp_path / "m_step_2.pt", chunks=6)
         rec.wait(2)
     assert rec.names == ["m_step_1.pt", "m_step_2.pt"]
     t, _, sizes = rec.got[1]
-    assert t >= closed and sizes == {"m_step_2.pt": 6 * MB}
+    assert t >= last_write and sizes == {"m_step_2.pt": 6 * MB}
 
 
 @pytest.mark.parametrize("poll", [False, True], ids=["inotify", "polling"])
@@ -232,6 +235,25 @@ def test_weights_without_solverstate_are_handed_over_at_stop(tmp_path):
         time.sleep(0.3)
         assert rec.got == []
     assert rec.names == ["lenet_iter_7"] and len(rec.got[0][1].files) == 1
+
+
+def test_files_the_observer_never_reported_are_found_at_stop_and_handed_over_once_settled(tmp_path):
+    """The observer's last events can be lost when it stops right after the training's
+    last write; here it reports nothing at all, and the end-of-run check still finds
+    the new checkpoint (and leaves the one from before the run alone)."""
+    from watchdog.observers.polling import PollingObserver
+
+    (tmp_path / "old_iter_1.caffemodel").write_bytes(b"old")
+    (tmp_path / "old_iter_1.solverstate").write_bytes(b"old")
+    rec = Recorder()
+    with CheckpointWatcher([tmp_path], consumer=rec, settle=0.2,
+                           observer_factory=lambda: PollingObserver(timeout=3600)) as w:
+        (tmp_path / "new_iter_2.caffemodel").write_bytes(b"w" * 10)
+        (tmp_path / "new_iter_2.solverstate").write_bytes(b"s" * 10)
+        time.sleep(0.3)
+        assert rec.got == []
+    assert rec.names == ["new_iter_2"] and len(rec.got[0][1].files) == 2
+    assert w.stats.partial == 0 and w.stats.completed_by == {"settle": 2}
 
 
 def test_stop_leaves_no_thread_behind(tmp_path):

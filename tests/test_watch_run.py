@@ -20,7 +20,7 @@ def _run(tmp_path, name, *opts):
     return subprocess.run(
         TRAINVISOR + ["run", "--run-dir", str(cwd / "run"), *opts, "--", sys.executable, str(FAKE_CAFFE),
                       "train", "-solver", "solver.prototxt", "--generate", "1000", "--snapshot-size", str(1 << 20)],
-        capture_output=True, cwd=cwd, timeout=120)
+        capture_output=True, cwd=cwd, timeout=60)
 
 
 def test_caffe_run_records_every_snapshot_complete_and_output_is_unchanged(tmp_path):
@@ -47,3 +47,15 @@ def test_bad_upload_policy_is_one_line_before_the_training_starts(tmp_path):
     err = proc.stderr.decode().strip().splitlines()
     assert err == ["trainvisor: bad --upload-policy 'sometimes': expected all|epoch-end|every-N|last (e.g. every-5)"]
     assert not (tmp_path / "started").exists()
+
+
+def test_polled_caffe_snapshots_complete_from_the_log_not_the_settle_time(tmp_path):
+    """Settle 120 s and a 60 s limit: the run can only finish because Caffe's
+    announcements proved every file (the watcher's summary in the run log says so)."""
+    proc = _run(tmp_path, "polled", "--poll", "--settle", "120")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = (tmp_path / "polled" / "run" / "checkpoints.jsonl").read_text().splitlines()
+    assert len(records) == 10
+    summary = [x for x in (tmp_path / "polled" / "run" / "train.log").read_text().splitlines()
+               if "checkpoint watcher stopped" in x]
+    assert len(summary) == 1 and "files complete by: log 20" in summary[0], summary

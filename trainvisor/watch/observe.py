@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import time
 from typing import Callable, Optional
 
 from watchdog.events import (
@@ -40,8 +41,10 @@ class EnqueueHandler(FileSystemEventHandler):
 
     def __init__(self, q: "queue.SimpleQueue") -> None:
         self._q = q
+        self.last_event = 0.0  # monotonic time of the last event (read by stop() to wait for quiet)
 
     def dispatch(self, event: FileSystemEvent) -> None:  # one isinstance chain, no per-kind methods
+        self.last_event = time.monotonic()
         src = os.fsdecode(event.src_path)
         if isinstance(event, FileClosedEvent):
             self._q.put(("fs", "closed", src, None))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
 from ..events import Checkpoint, CheckpointEvent, CheckpointFile, Event
+from watchdog.observers.api import BaseObserver
+
 from .observe import EnqueueHandler, RootWatches, make_observer
 from .policy import UploadPolicy
 from .recognizers import Part, Recognizer, default_recognizers, recognize
@@ -44,6 +46,12 @@ class WatcherStats:
     skipped_by_policy: int = 0
     partial: int = 0
     consumer_errors: int = 0
+    completed_by: dict[str, int] = field(default_factory=dict)   # "close"/"rename"/"settle"/"log" -> files
+
+    def summary(self) -> str:
+        how = ", ".join(f"{k} {v}" for k, v in sorted(self.completed_by.items())) or "none"
+        return (f"{self.handed_over} checkpoints handed over, {self.skipped_by_policy} skipped by policy, "
+                f"{self.partial} partial, {self.consumer_errors} consumer errors; files complete by: {how}")
 
 
 @dataclass
@@ -90,7 +98,7 @@ class CheckpointWatcher:
                  settle: float = 2.0, policy: UploadPolicy = UploadPolicy(),
                  partial_after: float = 120.0, include_existing: bool = False,
                  clock: Callable[[], float] = time.monotonic, poll_interval: Optional[float] = None,
-                 cwd: Optional[str] = None) -> None:
+                 cwd: Optional[str] = None, observer_factory: Optional[Callable[[], BaseObserver]] = None) -> None:
         self.roots = sorted({os.path.abspath(os.path.join(cwd or os.getcwd(), d)) for d in dirs},
                             key=len, reverse=True)
         self.consumer = consumer
@@ -102,6 +110,8 @@ class CheckpointWatcher:
         self.include_existing = include_existing
         self.clock = clock
         self.cwd = cwd or os.getcwd()
+        self._observer_factory = observer_factory or (
+            lambda: make_observer(poll=self.poll, poll_interval=self.poll_interval))
         self.poll_interval = poll_interval if poll_interval is not None else max(0.05, min(1.0, settle / 4))
         self.stats = WatcherStats()
         self._q: "queue.SimpleQueue" = queue.SimpleQueue()
@@ -114,20 +124,24 @@ class CheckpointWatcher:
         self._deferred: Optional[Checkpoint] = None
         self._observer = None
         self._thread: Optional[threading.Thread] = None
+        self._initial: dict[str, Stat] = {}
         self._watches: Optional[RootWatches] = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "CheckpointWatcher":
         if self._thread is not None:
             return self
-        self._observer = make_observer(poll=self.poll, poll_interval=self.poll_interval)
-        self._watches = RootWatches(self.roots, self._observer, EnqueueHandler(self._q), self._scan)
+        self._observer = self._observer_factory()
+        self._handler = EnqueueHandler(self._q)
+        self._watches = RootWatches(self.roots, self._observer, self._handler, self._scan)
         self._watches.ensure(initial=True)
         self._observer.start()
         if self.include_existing:
             for root in self.roots:
                 if os.path.isdir(root):
                     self._scan(root)
+        else:
+            self._initial = dict(self._existing())
         self._thread = threading.Thread(target=self._loop, name="trainvisor-watch", daemon=True)
         self._thread.start()
         return self
@@ -137,12 +151,19 @@ class CheckpointWatcher:
         sets the run ended with (partial ones, the `last` policy's checkpoint)."""
         if self._thread is None:
             return
+        if drain:
+            # Let the observer deliver what the last writes caused before it stops:
+            # until it has been quiet for a moment (inotify delivers in well under 1 ms).
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline and time.monotonic() - self._handler.last_event < 0.1:
+                time.sleep(0.02)
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout)
         self._q.put(("stop", drain))
         self._thread.join(timeout + (self.settle if drain else 0.0))
         self._thread = None
+        log.info("checkpoint watcher stopped: %s", self.stats.summary())
 
     def __enter__(self) -> "CheckpointWatcher":
         return self.start()
@@ -220,7 +241,7 @@ class CheckpointWatcher:
                 # as a move: not evidence of a rename after writing, so B must settle.
                 self._writing(dest, f)
             else:
-                self._completed(f, dest, _stat(dest))
+                self._completed(f, dest, _stat(dest), "rename")
             return
         if kind == "deleted":
             self._forget(path)
@@ -229,7 +250,7 @@ class CheckpointWatcher:
         if f is None:
             return
         if kind == "closed":
-            self._completed(f, path, _stat(path))
+            self._completed(f, path, _stat(path), "close")
         else:  # created / modified: being written
             st = _stat(path)
             if f.settle and f.complete is not None and st == f.complete:
@@ -292,7 +313,7 @@ class CheckpointWatcher:
         f = self._track(path, settle=self.poll)
         st = _stat(path)
         if f is not None and st is not None:
-            self._completed(f, path, st)
+            self._completed(f, path, st, "log")
 
     def _settling(self) -> bool:
         return bool(self._unsettled)
@@ -306,11 +327,12 @@ class CheckpointWatcher:
             if st != f.last:
                 f.last, f.since = st, now
             elif now - f.since >= self.settle:
-                self._completed(f, path, st)
+                self._completed(f, path, st, "settle")
 
-    def _completed(self, f: _File, path: str, st: Optional[Stat]) -> None:
+    def _completed(self, f: _File, path: str, st: Optional[Stat], how: str) -> None:
         if st is None:
             return
+        self.stats.completed_by[how] = self.stats.completed_by.get(how, 0) + 1
         f.complete = f.last = st
         self._unsettled.discard(path)
         if f.part.shared:
@@ -399,7 +421,33 @@ class CheckpointWatcher:
             if s.handed is None and now - s.first_complete >= self.partial_after:
                 self._try_hand_over(s, partial=True)
 
+    def _existing(self) -> Iterable[tuple[str, Stat]]:
+        for root in self.roots:
+            for dirpath, _dirs, names in os.walk(root):
+                for n in names:
+                    path = os.path.join(dirpath, n)
+                    if recognize(path, self.recognizers) is not None:
+                        st = _stat(path)
+                        if st is not None:
+                            yield path, st
+
+    def _reconcile(self) -> None:
+        """At the end, compare the directories with what the events told: a file the
+        observer did not report complete (its last events can be lost when the
+        observer stops) and that is not unchanged from before the run must settle."""
+        for path, st in self._existing():
+            f = self._files.get(path)
+            if f is None and self._initial.get(path) == st:
+                continue
+            if f is not None and f.complete == st:
+                continue
+            f = f or self._track(path, settle=True)
+            if f is not None and (f.complete is not None or path not in self._unsettled):
+                f.settle = True
+                self._writing(path, f, st)
+
     def _finish(self) -> None:
+        self._reconcile()
         # Files still settling get their settle time (the training has ended by now).
         deadline = time.monotonic() + self.settle + self.poll_interval
         while self._settling() and time.monotonic() < deadline:
