@@ -1,2 +1,7 @@
 """Importing this module registers every built-in parser (one module per format family)."""
 from . import caffe  # noqa: F401
+from . import mxnet  # noqa: F401
+from . import keras  # noqa: F401
+from . import huggingface  # noqa: F401
+from . import lightning  # noqa: F401
+from . import pytorch  # noqa: F401
