@@ -10,3 +10,5 @@ from . import mmdet  # noqa: F401
 from . import tensorflow  # noqa: F401
 from . import yolo  # noqa: F401
 from . import darknet  # noqa: F401
+from . import generic  # noqa: F401
+from . import auto  # noqa: F401
