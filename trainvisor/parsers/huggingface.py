@@ -2,7 +2,7 @@
 
 TRL prints values as strings (``'loss': '2.897'``); both spellings are read.
 The Trainer prints no step, so `iteration` is the count of train log dicts seen
-(the Trainer logs every ``logging_steps``), and `epoch` is the dict's own.
+(dicts with a ``loss``: the Trainer logs one every ``logging_steps``), and `epoch` is the dict's own.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class HuggingFaceParser(LineParser):
             return None
         names = self._names
         out = []
-        if not any(k.startswith("eval_") for k, _ in items):
+        if any(k == "loss" for k, _ in items):
             self._logs += 1
         step = self._logs
         for key, v in items:
