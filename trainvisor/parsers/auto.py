@@ -31,8 +31,8 @@ FALLBACK = "generic"
 
 # Signatures of parsers that do not declare one themselves.
 _EXTRA_SIGNATURES = {
-    "caffe": r"^[IWEF]\d{4} [\d:.]+ +\d+ (?:solver|caffe|net|sgd_solver)\.cpp:\d+\]"
-             r"|Iteration \d+.*, loss = |(?:Train|Test) net output #\d+: ",
+    # glog lines only: the Caffe parser reads nothing else
+    "caffe": r"^[IWEF]\d{4} [\d:.]+ +\d+ (?:solver|caffe|net|sgd_solver|layer_factory)\.(?:cpp|hpp):\d+\]",
 }
 # When scores tie, the more specific format wins.
 _PRIORITY = ("caffe", "mxnet", "detectron2", "mmdet", "tensorflow", "huggingface", "lightning",
