@@ -131,10 +131,10 @@ def _rule(where: str, index: int, spec, seen: set) -> Rule:
         raise RulesError(f"{label}: pattern does not compile: {exc}") from exc
     groups = set(pattern.groupindex)
     fixed = tuple(g for g in pattern.groupindex if g not in _INDEX_GROUPS)
-    if "value" not in groups and not fixed:
-        raise RulesError(f"{label}: pattern has no (?P<value>...) group and no fixed metric name")
     if "name" in groups and "value" not in groups:
         raise RulesError(f"{label}: pattern has a (?P<name>...) group but no (?P<value>...) group")
+    if "value" not in groups and not fixed:
+        raise RulesError(f"{label}: pattern has no (?P<value>...) group and no fixed metric name")
     phase = spec.get("phase", PHASE_TRAIN)
     if phase not in _PHASES:
         raise RulesError(f"{label}: phase must be one of train, val, test (got {phase!r})")
