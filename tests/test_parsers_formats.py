@@ -227,3 +227,23 @@ def test_real_utf16_and_gbk_logs_transcode(rel, encoding, needle):
             rest += chunk
     assert needle in rest.decode("utf-8")
     assert data and b"\x00" not in rest
+
+
+def test_auto_releases_metrics_at_the_first_signature_line_of_a_live_run():
+    parser = AutoParser(ParserOptions())
+    sp = LineSplitter("t")
+    assert parser.feed(sp.feed(b"Using TensorFlow backend.\n", 0.0, 0.0)) == []
+    events = parser.feed(sp.feed(b"INFO:root:Epoch[0] Batch [20]\tSpeed: 100.0 samples/sec\taccuracy=0.5\n", 0.0, 0.0))
+    assert parser.chosen == "mxnet" and [m.name for m in events] == ["samples_per_sec", "accuracy"]
+
+
+def test_auto_switches_once_when_another_format_clearly_dominates_the_window():
+    # one stray Keras-looking line, then a detectron2 run
+    d2 = (FIXTURES / "detectron2.log").read_text().splitlines(keepends=True)[1]
+    text = "Epoch 1/3\n" + d2 * 5 + "Epoch 2/3\n" + d2
+    parser = AutoParser(ParserOptions())
+    events = _feed_in_lines(text, "auto", parser)
+    assert parser.chosen == "detectron2" and parser.switched
+    assert "switched from keras" in parser.reason
+    assert len(series(events, "total_loss")) >= 4
+    assert parser.feed.__self__ is parser._delegate  # final: direct delegation

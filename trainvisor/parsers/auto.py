@@ -1,13 +1,15 @@
 """``auto``: choose the parser from the command line, else from the first lines of output.
 
 Deterministic for replay: the choice depends on line counts, never on time.
-The first lines are held (at most `WINDOW` lines) and scored against each
-parser's `signature` (a regex over lines only that format prints); when one
-format clearly leads, it is chosen and the held blocks are fed to it, so
-nothing is lost. With no evidence in the window, ``generic`` parses
-meanwhile and `auto` switches once, to the first format whose signature
-appears later. After the final choice `feed` *is* the chosen parser's `feed`
-(an instance attribute), so `auto` costs nothing per block from then on.
+Each parser has a `signature` (a regex over lines only its format prints).
+Lines are held until a signature line appears; the format that leads then is
+chosen and the held blocks are fed to it, so nothing is lost and a live run's
+metrics are not delayed past the first signature line. Until `WINDOW` lines
+have gone by the choice stays open: if another format clearly outnumbers it,
+`auto` switches once. With no signature in the window, ``generic`` parses
+meanwhile and `auto` switches once, to the first format that shows up later.
+Once final, `feed` *is* the chosen parser's `feed` (an instance attribute), so
+`auto` costs nothing per block from then on.
 """
 from __future__ import annotations
 
@@ -81,29 +83,34 @@ class AutoParser:
         self._sigs = _signatures()
         self._any: Optional[re.Pattern] = None
         self._delegate: Optional[Parser] = None
+        self._confirming = False  # chosen by signature, window not over: may switch once
+        self._since: dict[str, int] = {}  # signature counts since the choice
         by_argv = choose_by_argv(self.options.argv)
         if by_argv is not None:
             self._settle(*by_argv)
 
     # Replaced by the chosen parser's bound methods once the choice is final.
     def feed(self, block: LineBlock) -> list[Event]:
+        if self._confirming:
+            return self._confirm(block)
         if self._delegate is not None:  # provisional fallback: look for a late signature
             return self._watch(block)
         self._held.append(block)
         self._held_lines += block.count
-        text = block.text
-        for name, pat in self._sigs:
-            n = len(pat.findall(text))
-            if n:
-                self._scores[name] = self._scores.get(name, 0) + n
+        self._count(block.text, self._scores)
         best = self._best()
         if best is not None:
-            return self._release(*best)
+            out = self._release(*best)
+            if self._held_lines < WINDOW:
+                self._open_for_confirmation()
+            return out
         if self._held_lines >= WINDOW:
             return self._fallback()
         return []
 
     def finish(self) -> list[Event]:
+        if self._confirming:
+            self._confirming = False
         if self._delegate is None:
             best = self._best(final=True)
             out = self._release(*best) if best is not None else self._fallback()
@@ -112,12 +119,18 @@ class AutoParser:
 
     # -- internals ---------------------------------------------------------
 
+    def _count(self, text: str, into: dict[str, int]) -> None:
+        for name, pat in self._sigs:
+            n = len(pat.findall(text))
+            if n:
+                into[name] = into.get(name, 0) + n
+
     def _best(self, *, final: bool = False) -> Optional[tuple[str, str]]:
         if not self._scores:
             return None
         ranked = sorted(self._scores.items(), key=lambda kv: -kv[1])  # stable: priority order kept on ties
         (name, top), second = ranked[0], (ranked[1][1] if len(ranked) > 1 else 0)
-        if final or (top >= DECIDE_HITS and top >= 2 * second):
+        if final or top > 2 * second:
             others = ", ".join(f"{n} {s}" for n, s in ranked[1:4])
             return name, (f"{top} {name} signature lines in the first {self._held_lines} lines"
                           + (f" (others: {others})" if others else ""))
@@ -129,6 +142,29 @@ class AutoParser:
         out: list[Event] = []
         for block in held:
             out.extend(self._delegate.feed(block))  # type: ignore[union-attr]
+        return out
+
+    def _open_for_confirmation(self) -> None:
+        """Chosen early: watch the rest of the window for a clearly better format."""
+        self._confirming = True
+        del self.feed
+
+    def _confirm(self, block: LineBlock) -> list[Event]:
+        self._held_lines += block.count
+        since = self._since
+        self._count(block.text, since)
+        mine = since.get(self.chosen, 0)  # type: ignore[arg-type]
+        for name, n in since.items():
+            if name != self.chosen and n >= DECIDE_HITS and n > 2 * mine:
+                self._confirming = False
+                self.switched = True
+                self._settle(name, f"switched from {self.chosen} at line {block.first_line}: "
+                                   f"{n} {name} signature lines against {mine}")
+                return self._delegate.feed(block)  # type: ignore[union-attr]
+        out = self._delegate.feed(block)  # type: ignore[union-attr]
+        if self._held_lines >= WINDOW:
+            self._confirming = False
+            self.feed = self._delegate.feed  # type: ignore[union-attr,method-assign]
         return out
 
     def _fallback(self) -> list[Event]:
