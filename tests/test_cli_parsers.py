@@ -60,3 +60,14 @@ def test_replay_reads_a_utf16_log_end_to_end(tmp_path):
     records = [json.loads(ln) for ln in out.read_text().splitlines()]
     val_acc = [r["value"] for r in records if r["name"] == "accuracy" and r["phase"] == "val"]
     assert len(val_acc) == 60 and val_acc[0] == 0.3144
+
+
+def test_run_log_says_which_parser_auto_chose_and_why(tmp_path):
+    code = "print('Epoch 1/2'); print('10/10 [====] - 1s 10ms/step - loss: 0.5 - val_loss: 0.4')"
+    rd = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "-q", "--run-dir", str(rd), "--",
+                           sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "parser auto: chose keras (2 keras signature lines in the first 2 lines)" in (rd / "train.log").read_text()
+    records = [json.loads(ln) for ln in (rd / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["phase"], r["value"]) for r in records] == [("loss", "train", 0.5), ("loss", "val", 0.4)]

@@ -247,3 +247,15 @@ def test_auto_switches_once_when_another_format_clearly_dominates_the_window():
     assert "switched from keras" in parser.reason
     assert len(series(events, "total_loss")) >= 4
     assert parser.feed.__self__ is parser._delegate  # final: direct delegation
+
+
+def test_keras1_backspace_progress_bar_reports_its_final_state():
+    # Keras 1/2 redraw the bar with \b: only the final state of the line counts
+    data = (b"Epoch 1/1\n"
+            b"  32/100 [=>....] - ETA: 3s - loss: 2.3000" + b"\b" * 41 +
+            b" 100/100 [======] - 1s - loss: 1.5000 - val_loss: 1.2500\n")
+    sp = LineSplitter("t")
+    parser = create_parser("keras")
+    events = parser.feed(sp.feed(data, 0.0, 0.0))
+    assert [(m.name, m.phase, m.value, m.iteration) for m in events] == [
+        ("loss", "train", 1.5, 100), ("loss", "val", 1.25, 100)]
