@@ -259,3 +259,19 @@ def test_keras1_backspace_progress_bar_reports_its_final_state():
     events = parser.feed(sp.feed(data, 0.0, 0.0))
     assert [(m.name, m.phase, m.value, m.iteration) for m in events] == [
         ("loss", "train", 1.5, 100), ("loss", "val", 1.25, 100)]
+
+
+@pytest.mark.parametrize("fmt", ["mxnet", "keras", "generic"])
+def test_a_caller_that_keeps_autos_feed_method_gets_the_same_events(fmt):
+    text = "".join(f"warmup {i}\n" for i in range(WINDOW)) + (FIXTURES / f"{fmt}.log").read_text() * 3
+    parser = AutoParser(ParserOptions())
+    feed = parser.feed  # bound before the choice, as a caller caching it would
+    sp = LineSplitter("t")
+    cached = []
+    for line in text.splitlines(keepends=True):
+        block = sp.feed(line.encode(), 0.0, 0.0)
+        if block is not None:
+            cached.extend(feed(block))
+    cached.extend(parser.finish())
+    assert tuples(cached) == tuples(_feed_in_lines(text, "auto"))
+    assert cached

@@ -84,6 +84,7 @@ class AutoParser:
         self._any: Optional[re.Pattern] = None
         self._delegate: Optional[Parser] = None
         self._confirming = False  # chosen by signature, window not over: may switch once
+        self._final = False  # the choice is made for good
         self._since: dict[str, int] = {}  # signature counts since the choice
         by_argv = choose_by_argv(self.options.argv)
         if by_argv is not None:
@@ -91,6 +92,8 @@ class AutoParser:
 
     # Replaced by the chosen parser's bound methods once the choice is final.
     def feed(self, block: LineBlock) -> list[Event]:
+        if self._final:  # only reached by a caller that kept a reference to this method
+            return self._delegate.feed(block)  # type: ignore[union-attr]
         if self._confirming:
             return self._confirm(block)
         if self._delegate is not None:  # provisional fallback: look for a late signature
@@ -147,6 +150,7 @@ class AutoParser:
     def _open_for_confirmation(self) -> None:
         """Chosen early: watch the rest of the window for a clearly better format."""
         self._confirming = True
+        self._final = False
         del self.feed
 
     def _confirm(self, block: LineBlock) -> list[Event]:
@@ -164,12 +168,14 @@ class AutoParser:
         out = self._delegate.feed(block)  # type: ignore[union-attr]
         if self._held_lines >= WINDOW:
             self._confirming = False
+            self._final = True
             self.feed = self._delegate.feed  # type: ignore[union-attr,method-assign]
         return out
 
     def _fallback(self) -> list[Event]:
         out = self._release(FALLBACK, f"no known format in the first {self._held_lines} lines")
         # keep watching: undo the direct delegation, switch once when a format shows up
+        self._final = False
         del self.feed
         del self.finish
         self._any = re.compile("|".join(f"(?:{p.pattern})" for _, p in self._sigs), re.M)
@@ -190,6 +196,7 @@ class AutoParser:
 
     def _settle(self, name: str, reason: str) -> None:
         self.chosen, self.reason = name, reason
+        self._final = True
         self._delegate = create_parser(name, self.options)
         self.feed = self._delegate.feed  # type: ignore[method-assign]
         self.finish = self._delegate.finish  # type: ignore[method-assign]
