@@ -275,3 +275,26 @@ def test_a_caller_that_keeps_autos_feed_method_gets_the_same_events(fmt):
     cached.extend(parser.finish())
     assert tuples(cached) == tuples(_feed_in_lines(text, "auto"))
     assert cached
+
+
+@pytest.mark.parametrize("name", ["generic", "mmdet"])
+def test_json_lines_with_nan_steps_and_huge_integers_do_not_break_the_parser(name):
+    text = ('{"mode": "train", "step": NaN, "epoch": 1, "iter": 1, "loss": Infinity, "big": ' + "9" * 400 + '}\n'
+            '{"mode": "train", "epoch": 1, "iter": 2, "loss": 0.5}\n')
+    events = parse_text(text, name)
+    loss = series(events, "loss")
+    assert [m.value for m in loss] == [math.inf, 0.5]
+    assert not series(events, "big")
+
+
+@pytest.mark.parametrize("name,line", [
+    ("mxnet", "INFO:root:Epoch[{n}] Batch [20]\tSpeed: 1.0 samples/sec\taccuracy=0.5"),
+    ("keras", "Epoch {n}/3\n1/1 [==] - 1s - loss: 0.5"),
+    ("pytorch", "Train Epoch: {n} [0/10 (0%)]\tLoss: 1.0"),
+    ("lightning", "Epoch {n}:  10%|#| 1/10 [00:01<00:00, 1.0it/s, loss=0.5]"),
+    ("mmdet", "Epoch [{n}][1/10]\tlr: 1e-3, time: 1.0, loss: 0.5"),
+    ("yolo", "epoch: {n}/300, iter: 10/47, total_loss: 10.7"),
+])
+def test_absurdly_large_epoch_numbers_do_not_break_a_parser(name, line):
+    events = parse_text(line.format(n="9" * 400) + "\n", name)
+    assert events and all(m.epoch == math.inf for m in events if type(m) is Metric)

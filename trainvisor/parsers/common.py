@@ -16,6 +16,8 @@ from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 __all__ = [
     "NUMBER",
     "to_float",
+    "as_float",
+    "fnum",
     "NameTable",
     "pairs",
     "PAIR_RE",
@@ -50,6 +52,22 @@ def to_float(text: str) -> Optional[float]:
         return float(t) * sign
     except ValueError:
         return None
+
+
+def as_float(v: int | float) -> Optional[float]:
+    """A JSON number as a float; None for an integer too large for one."""
+    try:
+        return float(v)
+    except OverflowError:
+        return None
+
+
+def fnum(i: int) -> float:
+    """An integer parsed from a log as a float (an epoch); inf when too large for one."""
+    try:
+        return float(i)
+    except OverflowError:
+        return math.inf
 
 
 class NameTable:

@@ -9,13 +9,14 @@ Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import ClassVar
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, to_float
+from .common import NUMBER, NameTable, as_float, to_float
 
 __all__ = ["GenericParser"]
 
@@ -93,13 +94,14 @@ class GenericParser(LineParser):
                     phase = PHASE_VAL if v in ("val", "eval", "valid", "validation", "test") else PHASE_TRAIN
                 continue
             if isinstance(v, (int, float)):
+                f = as_float(v)
                 if k in _ITER_KEYS:
-                    step = int(v)
+                    step = int(f) if f is not None and math.isfinite(f) else None
                 elif k in _EPOCH_KEYS:
-                    epoch = float(v)
-                else:
-                    items.append((k, float(v)))
+                    epoch = f
+                elif f is not None:
+                    items.append((k, f))
             elif isinstance(v, list) and len(v) <= _MAX_LIST:
-                items.extend((f"{k}/{i}", float(x)) for i, x in enumerate(v)
-                             if isinstance(x, (int, float)) and not isinstance(x, bool))
+                items.extend((f"{k}/{i}", f) for i, x in enumerate(v)
+                             if isinstance(x, (int, float)) and not isinstance(x, bool) and (f := as_float(x)) is not None)
         return self._emit(items, step, epoch, phase, number, wall_time)

@@ -7,7 +7,7 @@ from typing import ClassVar
 from ..events import Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, to_float
+from .common import NUMBER, NameTable, fnum, to_float
 
 __all__ = ["KerasParser"]
 
@@ -44,7 +44,7 @@ class KerasParser(LineParser):
         if m:
             n, total = int(m.group(1)), int(m.group(2))
             step = (self._epoch - 1) * total + n if self._epoch else n
-        epoch = float(self._epoch) if self._epoch is not None else None
+        epoch = fnum(self._epoch) if self._epoch is not None else None
         names = self._names
         out = []
         for key, raw in found:

@@ -12,7 +12,7 @@ from typing import ClassVar
 from ..events import PHASE_VAL, Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, to_float
+from .common import NUMBER, NameTable, fnum, to_float
 
 __all__ = ["LightningParser"]
 
@@ -55,7 +55,7 @@ class LightningParser(LineParser):
             if v is None:
                 continue
             name, phase = names(key)
-            metric = Metric(name, v, step, phase, None, None, float(epoch), wall_time, number)
+            metric = Metric(name, v, step, phase, None, None, fnum(epoch), wall_time, number)
             (val if phase == PHASE_VAL else out).append(metric)
         if val:
             sig = tuple((x.name, x.value) for x in val)

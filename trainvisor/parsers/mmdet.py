@@ -16,7 +16,7 @@ from typing import ClassVar
 from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, to_float
+from .common import NUMBER, as_float, fnum, to_float
 
 __all__ = ["MMDetParser"]
 
@@ -49,7 +49,7 @@ class MMDetParser(LineParser):
             if m:
                 n = int(m.group(1))
                 if m.group(2) == "epochs":
-                    return [CheckpointEvent(f"epoch_{n}.pth", "pth", None, float(n), number, wall_time)]
+                    return [CheckpointEvent(f"epoch_{n}.pth", "pth", None, fnum(n), number, wall_time)]
                 return [CheckpointEvent(f"iter_{n}.pth", "pth", n, None, number, wall_time)]
         return None
 
@@ -72,7 +72,7 @@ class MMDetParser(LineParser):
             step, epoch = n, None
         else:
             e = int(ep)
-            step, epoch = (e - 1) * total + n, float(e)
+            step, epoch = (e - 1) * total + n, fnum(e)
         return [Metric(k, v, step, phase, None, None, epoch, wall_time, number) for k, v in items]
 
     def _json(self, text, number, wall_time):
@@ -94,12 +94,14 @@ class MMDetParser(LineParser):
             if ep == 1:
                 self._max_iter = max(self._max_iter, it)
             step = (ep - 1) * self._ipe + it if self._ipe else (it if ep == 1 else None)
-            epoch = float(ep)
+            epoch = fnum(ep)
         elif isinstance(it, int):
             step = it
         out = []
         for k, v in rec.items():
             if k in ("mode", "epoch", "iter") or isinstance(v, bool) or not isinstance(v, (int, float)):
                 continue
-            out.append(Metric(k, float(v), step, phase, None, None, epoch, wall_time, number))
+            f = as_float(v)
+            if f is not None:
+                out.append(Metric(k, f, step, phase, None, None, epoch, wall_time, number))
         return out

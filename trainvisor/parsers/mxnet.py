@@ -7,7 +7,7 @@ from typing import ClassVar
 from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, to_float
+from .common import NUMBER, NameTable, fnum, to_float
 
 __all__ = ["MXNetParser"]
 
@@ -42,7 +42,7 @@ class MXNetParser(LineParser):
                 m = _SAVED_RE.search(text)
                 if m:
                     ep = int(m.group(2))
-                    return [CheckpointEvent(m.group(1), "params", None, float(ep), number, wall_time)]
+                    return [CheckpointEvent(m.group(1), "params", None, fnum(ep), number, wall_time)]
             return None
         m = _EPOCH_RE.search(text)
         if m is None:
@@ -52,7 +52,7 @@ class MXNetParser(LineParser):
         batch = int(m.group(3)) if m.group(3) else None
         rest = text[m.end():]
         out = []
-        ep = float(epoch)
+        ep = fnum(epoch)
         if batch is not None:
             s = _SPEED_RE.search(rest)
             if s:

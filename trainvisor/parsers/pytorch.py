@@ -13,7 +13,7 @@ from typing import ClassVar
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, to_float
+from .common import NUMBER, fnum, to_float
 
 __all__ = ["PyTorchParser"]
 
@@ -47,7 +47,7 @@ class PyTorchParser(LineParser):
                     v = to_float(m.group(4))
                     ep = int(m.group(1))
                     self._epoch = ep
-                    return [Metric("loss", v, int(m.group(2)), PHASE_TRAIN, None, None, float(ep), wall_time, number)]
+                    return [Metric("loss", v, int(m.group(2)), PHASE_TRAIN, None, None, fnum(ep), wall_time, number)]
                 return None
             if "Epoch: [" in text:
                 return self._logger(text, number, wall_time)
@@ -61,7 +61,7 @@ class PyTorchParser(LineParser):
             if "Test set:" in text:
                 m = _MNIST_TEST.search(text)
                 if m:
-                    ep = float(self._epoch) if self._epoch is not None else None
+                    ep = fnum(self._epoch) if self._epoch is not None else None
                     acc = int(m.group(2)) / max(int(m.group(3)), 1)
                     return [
                         Metric("loss", to_float(m.group(1)), None, PHASE_VAL, None, None, ep, wall_time, number),
@@ -81,11 +81,11 @@ class PyTorchParser(LineParser):
         n, total = int(m.group(4)), int(m.group(5))
         if m.group(1) == "Test:":
             phase, step = PHASE_VAL, n
-            epoch = float(self._epoch) if self._epoch is not None else None
+            epoch = fnum(self._epoch) if self._epoch is not None else None
         else:
             ep = int(m.group(2) or m.group(3))
             self._epoch = ep
-            phase, step, epoch = PHASE_TRAIN, ep * total + n, float(ep)
+            phase, step, epoch = PHASE_TRAIN, ep * total + n, fnum(ep)
         out = []
         for key, raw in _KV.findall(text, m.end()):
             name = key.lower()

@@ -14,7 +14,7 @@ from typing import ClassVar
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, to_float
+from .common import NUMBER, fnum, to_float
 
 __all__ = ["YoloParser"]
 
@@ -93,7 +93,7 @@ class YoloParser(LineParser):
         if m is None:
             return None
         e, it, ipe = int(m.group(1)), int(m.group(3)), int(m.group(4))
-        step, epoch = (e - 1) * ipe + it, float(e)
+        step, epoch = (e - 1) * ipe + it, fnum(e)
         self._epoch = epoch
         out = []
         for k, raw in _YOLOX_KV.findall(text, m.end()):
