@@ -14,7 +14,9 @@ import click
 from . import __version__
 from .errors import ConfigError, TrainvisorError
 from .lines import DEFAULT_MAX_LINE
-from .parsers import ParserOptions, create_parser
+from .parsers import ParserOptions, available_parsers
+from .parsers.encoding import open_log_bytes
+from .parsers.select import DEFAULT_PARSER, build_parser
 from .pipeline import Pipeline, PipelineStats
 from .replay import replay_stream
 from .sinks.jsonl import JsonlSink
@@ -80,8 +82,12 @@ def _positive(ctx, param, value):
 
 
 parser_option = click.option(
-    "--parser", "parser_name", default="caffe", show_default=True, metavar="NAME",
-    help="Log format parser (see `trainvisor parsers`).",
+    "--parser", "parser_name", default=DEFAULT_PARSER, show_default=True, metavar="NAME|auto",
+    help="Log format parser (see `trainvisor parsers`); auto chooses from the command and the first lines.",
+)
+rules_option = click.option(
+    "--rules", "rules_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+    help="YAML or TOML file of regex rules that add to (or replace) the parser; see docs/parsers.md.",
 )
 year_option = click.option(
     "--year", type=int, default=None,
@@ -105,6 +111,7 @@ def cli() -> None:
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @parser_option
+@rules_option
 @year_option
 @ipe_option
 @max_line_option
@@ -123,7 +130,7 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No trainvisor warnings on stderr (they still go to the run log).")
 @watch_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_dir, run_id, log_file, shell, cwd,
+def run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, run_dir, run_id, log_file, shell, cwd,
         kill_timeout, summary, quiet, command, watch_opts: WatchOptions) -> None:
     """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`."""
     command = list(command)
@@ -136,19 +143,20 @@ def run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, run_di
     rd.mkdir(parents=True, exist_ok=True)
     log_server = _setup_logging(rd, quiet=quiet)
     try:
-        exit_code = _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file,
+        exit_code = _run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file,
                          shell, cwd, kill_timeout, summary, command, log_server, watch_opts)
     finally:
         _close_logging(log_server)
     sys.exit(exit_code)
 
 
-def _run(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file, shell, cwd,
+def _run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file, shell, cwd,
          kill_timeout, summary, command, log_server, watch_opts: WatchOptions) -> int:
     from .supervisor import Supervisor
     from .watch.record import CheckpointRecord, FanOut
 
-    parser = create_parser(parser_name, _parser_options(year or time.localtime().tm_year, iters_per_epoch, command))
+    parser = build_parser(parser_name, _parser_options(year or time.localtime().tm_year, iters_per_epoch, command),
+                          rules=rules_path)
     metrics = Path(metrics_path) if metrics_path else rd / "metrics.jsonl"
     sink = JsonlSink(metrics)
     if summary is None:
@@ -197,6 +205,7 @@ def _file_year(path: str) -> int:
 
 @cli.command()
 @parser_option
+@rules_option
 @year_option
 @ipe_option
 @max_line_option
@@ -204,39 +213,55 @@ def _file_year(path: str) -> int:
               help="Write JSONL here (default: standard output).")
 @click.option("--summary/--no-summary", default=False, help="Print a summary to stderr at the end.")
 @click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
-def replay(parser_name, year, iters_per_epoch, max_line_bytes, metrics_path, summary, log_path) -> None:
+def replay(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, summary, log_path) -> None:
     """Parse a saved LOG through the same pipeline as a live run."""
     with _open_log(log_path) as fh:
-        parser = create_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch))
+        parser = build_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch),
+                              rules=rules_path)
         sink = JsonlSink(metrics_path if metrics_path else sys.stdout)
         counts = StatsSink()
-        stats = replay_stream(fh, Pipeline(parser, sinks=[sink, counts] if summary else [sink]), max_line=max_line_bytes)
+        stats = replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=[sink, counts] if summary else [sink]), max_line=max_line_bytes)
     if summary:
         click.echo(format_summary(stats, counts, metrics_path=metrics_path or "-"), err=True)
 
 
 @cli.command()
 @parser_option
+@rules_option
 @year_option
 @ipe_option
 @max_line_option
+@click.option("--jsonl", "jsonl", is_flag=True, help="Print the metric stream as JSON lines on standard output.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), default=None,
               help="Write LOG.train and LOG.test here, in Caffe parse_log.py's layout.")
 @click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
-def parse(parser_name, year, iters_per_epoch, max_line_bytes, csv_dir, log_path) -> None:
-    """Parse a saved LOG into tables."""
+def parse(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, jsonl, csv_dir, log_path) -> None:
+    """Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."""
     from .sinks.caffe_csv import CaffeCsvSink
 
-    if csv_dir is None:
-        raise ConfigError("nothing to write: give --csv OUTDIR")
+    if csv_dir is None and not jsonl:
+        raise ConfigError("nothing to write: give --jsonl or --csv OUTDIR")
     with _open_log(log_path) as fh:
-        parser = create_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch))
-        sink = CaffeCsvSink(csv_dir, os.path.basename(log_path))
-        replay_stream(fh, Pipeline(parser, sinks=[sink]), max_line=max_line_bytes)
+        parser = build_parser(parser_name, _parser_options(year or _file_year(log_path), iters_per_epoch),
+                              rules=rules_path)
+        sinks = [JsonlSink(sys.stdout)] if jsonl else []
+        if csv_dir is not None:
+            sink = CaffeCsvSink(csv_dir, os.path.basename(log_path))
+            sinks.append(sink)
+        replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=sinks), max_line=max_line_bytes)
+    if csv_dir is None:
+        return
     for path in sink.written:
         click.echo(f"wrote {path}", err=True)
     if not sink.written:
         click.echo(f"trainvisor: no Caffe metrics found in {log_path}; nothing written", err=True)
+
+
+@cli.command("parsers")
+def parsers_command() -> None:
+    """List the available parsers with a one-line description each."""
+    for name, description in available_parsers():
+        click.echo(f"{name:<12} {description}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -1,0 +1,67 @@
+"""detectron2: ``d2.utils.events`` iteration lines, ``copypaste:`` evaluation results, checkpoints."""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
+from . import register_parser
+from .base import LineParser
+from .common import NUMBER, to_float
+
+__all__ = ["Detectron2Parser"]
+
+_ITER_RE = re.compile(r"\biter: (\d+)\s")
+_KV_RE = re.compile(r"([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.:])")
+_CKPT_RE = re.compile(r"Saving checkpoint to (\S+?(?:_(\d+))?\.pth)\s*$")
+_SKIP = frozenset({"iter"})
+
+
+@register_parser
+class Detectron2Parser(LineParser):
+    name: ClassVar[str] = "detectron2"
+    description: ClassVar[str] = "detectron2 'iter: N  total_loss: ...  lr: ...' lines, copypaste eval results, checkpoints"
+    markers: ClassVar[tuple[str, ...]] = ("iter: ", "copypaste: ", "Saving checkpoint to ")
+    signature: ClassVar[str] = r"\biter: \d+\s+total_loss: |d2\.(?:utils\.events|engine\.\w+|checkpoint)"
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self._iter: int | None = None
+        self._task = ""
+        self._header: list[str] = []
+
+    def parse_line(self, text, number, wall_time):
+        if "iter: " in text:
+            m = _ITER_RE.search(text)
+            if m is None:
+                return None
+            it = self._iter = int(m.group(1))
+            out = []
+            for key, raw in _KV_RE.findall(text, m.end()):
+                v = to_float(raw)
+                if v is not None:
+                    out.append(Metric(key, v, it, PHASE_TRAIN, None, None, None, wall_time, number))
+            return out
+        if "copypaste: " in text:
+            body = text.split("copypaste: ", 1)[1].strip()
+            if body.startswith("Task: "):
+                self._task = body[6:].strip()
+                return None
+            cells = body.split(",")
+            values = [to_float(c) for c in cells]
+            if any(v is None for v in values):
+                self._header = cells
+                return None
+            if len(values) != len(self._header):
+                return None
+            prefix = self._task + "/" if self._task else ""
+            return [
+                Metric(prefix + h, v, self._iter, PHASE_VAL, None, None, None, wall_time, number)
+                for h, v in zip(self._header, values)
+            ]
+        if "Saving checkpoint to " in text:
+            m = _CKPT_RE.search(text)
+            if m:
+                it = int(m.group(2)) if m.group(2) else self._iter
+                return [CheckpointEvent(m.group(1), "pth", it, None, number, wall_time)]
+        return None

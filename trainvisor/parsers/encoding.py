@@ -1,0 +1,95 @@
+"""Saved logs that are not UTF-8: UTF-16 (PowerShell redirects) and GBK/GB18030 (Chinese Windows).
+
+The line splitter decodes UTF-8; for a replay we look at the first bytes of the
+file once and, when needed, put an incremental transcoder in front of it so the
+rest of the pipeline still sees UTF-8 bytes. Incremental decoders keep a
+partial character across chunk boundaries, so any chunking gives the same text.
+"""
+from __future__ import annotations
+
+import codecs
+from typing import BinaryIO, Optional
+
+__all__ = ["detect_encoding", "Transcoder", "open_log_bytes", "SNIFF_BYTES"]
+
+SNIFF_BYTES = 64 * 1024
+
+
+def detect_encoding(head: bytes) -> Optional[str]:
+    """The codec to transcode from, or None when the bytes should be read as UTF-8.
+
+    UTF-16 is recognised by its BOM or, without one, by NULs in every other
+    byte of ASCII-heavy text; GB18030 (a superset of GBK) when the head is not
+    valid UTF-8 but is valid GB18030.
+    """
+    if head.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if head.startswith(codecs.BOM_UTF16_LE):
+        return "utf-16"
+    if head.startswith(codecs.BOM_UTF16_BE):
+        return "utf-16"
+    sample = head[:4096]
+    if len(sample) >= 8:
+        even, odd = sample[0::2], sample[1::2]
+        n = len(sample) // 2
+        if odd.count(0) > 0.4 * n and even.count(0) < 0.05 * n:
+            return "utf-16-le"
+        if even.count(0) > 0.4 * n and odd.count(0) < 0.05 * n:
+            return "utf-16-be"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        return None
+    except UnicodeDecodeError:
+        pass
+    try:
+        codecs.getincrementaldecoder("gb18030")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return None  # neither: UTF-8 with replacement loses the least
+    return "gb18030"
+
+
+class Transcoder:
+    """A read-only binary stream: bytes of `raw` in `encoding`, re-encoded as UTF-8."""
+
+    def __init__(self, raw: BinaryIO, encoding: str, *, head: bytes = b"") -> None:
+        self._raw = raw
+        self._dec = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._head = head
+        self._eof = False
+        self.encoding = encoding
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._eof:
+            if self._head:
+                data, self._head = self._head, b""
+            else:
+                data = self._raw.read(size if size > 0 else 1 << 16)
+            if not data:
+                self._eof = True
+                return self._dec.decode(b"", final=True).encode("utf-8")
+            out = self._dec.decode(data).encode("utf-8")
+            if out:
+                return out
+        return b""
+
+
+def open_log_bytes(fh: BinaryIO) -> BinaryIO:
+    """`fh` itself when it holds UTF-8, else a `Transcoder` to UTF-8."""
+    head = fh.read(SNIFF_BYTES)
+    enc = detect_encoding(head)
+    if enc is None:
+        return _Prefixed(fh, head)
+    return Transcoder(fh, enc, head=head)  # type: ignore[return-value]
+
+
+class _Prefixed:
+    """`fh` with the sniffed head put back in front."""
+
+    def __init__(self, raw: BinaryIO, head: bytes) -> None:
+        self._raw, self._head = raw, head
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            data, self._head = self._head, b""
+            return data
+        return self._raw.read(size)

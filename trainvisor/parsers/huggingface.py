@@ -1,0 +1,65 @@
+"""Hugging Face Trainer / TRL: the logged dict lines ``{'loss': 0.5, 'learning_rate': 5e-05, 'epoch': 0.1}``.
+
+TRL prints values as strings (``'loss': '2.897'``); both spellings are read.
+The Trainer prints no step, so `iteration` is the count of train log dicts seen
+(dicts with a ``loss``: the Trainer logs one every ``logging_steps``), and `epoch` is the dict's own.
+"""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from ..events import PHASE_VAL, Metric
+from . import register_parser
+from .base import LineParser
+from .common import NUMBER, NameTable, to_float
+
+__all__ = ["HuggingFaceParser"]
+
+_KV_RE = re.compile(r"'([A-Za-z_][\w./@-]*)': '?(" + NUMBER + r")'?(?=[,}])")
+
+
+@register_parser
+class HuggingFaceParser(LineParser):
+    name: ClassVar[str] = "huggingface"
+    description: ClassVar[str] = "Hugging Face Trainer / TRL logged dicts {'loss': ..., 'epoch': ...} (numbers or quoted strings)"
+    markers: ClassVar[tuple[str, ...]] = ("'epoch'",)
+    signature: ClassVar[str] = r"\{'(?:loss|eval_loss|train_runtime)': '?[-\d.]|\*\*\*\*\* Running (?:training|Evaluation) \*\*\*\*\*"
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self._names = NameTable(val_prefixes=("eval_",))
+        self._logs = 0
+
+    def feed(self, block):
+        if "'epoch'" not in block.text:
+            return []
+        return super().feed(block)
+
+    def parse_line(self, text, number, wall_time):
+        if "'epoch'" not in text:
+            return None
+        found = _KV_RE.findall(text)
+        if not found:
+            return None
+        epoch = None
+        items = []
+        for key, raw in found:
+            v = to_float(raw)
+            if v is None:
+                continue
+            if key == "epoch":
+                epoch = v
+            else:
+                items.append((key, v))
+        if not items:
+            return None
+        names = self._names
+        out = []
+        if any(k == "loss" for k, _ in items):
+            self._logs += 1
+        step = self._logs
+        for key, v in items:
+            name, phase = names(key)
+            out.append(Metric(name, v, step, phase, None, None, epoch, wall_time, number))
+        return out

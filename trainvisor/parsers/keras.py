@@ -1,0 +1,58 @@
+"""Keras / tf.keras / Keras 3: ``Epoch E/N`` then progress-bar or verbose=2 metric lines."""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from ..events import Metric
+from . import register_parser
+from .base import LineParser
+from .common import NUMBER, NameTable, fnum, to_float
+
+__all__ = ["KerasParser"]
+
+_EPOCH_RE = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
+_STEP_RE = re.compile(r"^\s*(\d+)/(\d+)\b")
+_KV_RE = re.compile(r" - ([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.])")
+_SKIP = frozenset({"ETA"})
+
+
+@register_parser
+class KerasParser(LineParser):
+    name: ClassVar[str] = "keras"
+    description: ClassVar[str] = "Keras / tf.keras / Keras 3 progress bars and verbose=2 lines (' - loss: ... - val_loss: ...')"
+    markers: ClassVar[tuple[str, ...]] = (" - ",)
+    signature: ClassVar[str] = r"^\s*Epoch \d+/\d+\s*$|\d+/\d+ \S*\s*-? ?\d+m?s \d*[mu]?s/step - |^\d+s - loss: "
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self._epoch: int | None = None
+        self._names = NameTable()
+
+    def parse_line(self, text, number, wall_time):
+        if " - " not in text:
+            if "Epoch " in text:
+                m = _EPOCH_RE.match(text)
+                if m:
+                    self._epoch = int(m.group(1))
+            return None
+        found = _KV_RE.findall(text)
+        if not found:
+            return None
+        step = None
+        m = _STEP_RE.match(text)
+        if m:
+            n, total = int(m.group(1)), int(m.group(2))
+            step = (self._epoch - 1) * total + n if self._epoch else n
+        epoch = fnum(self._epoch) if self._epoch is not None else None
+        names = self._names
+        out = []
+        for key, raw in found:
+            if key in _SKIP:
+                continue
+            v = to_float(raw)
+            if v is None:
+                continue
+            name, phase = names(key)
+            out.append(Metric(name, v, step, phase, None, None, epoch, wall_time, number))
+        return out

@@ -1,0 +1,97 @@
+"""Plain PyTorch prints: the MNIST/CIFAR examples, torchvision/DETR MetricLogger, timm.
+
+- ``Train Epoch: 1 [640/60000 (1%)]\\tLoss: 2.3``, ``Test set: Average loss: 0.03, Accuracy: 9890/10000 (99%)``
+- ``[1,  2000] loss: 2.190`` (CIFAR-10 tutorial)
+- ``Epoch: [0]  [ 10/128]  eta: ...  lr: 0.0001  loss: 55.79 (56.16) ...`` and ``Test:  [3/4] ...``
+- timm: ``Train: 3 [ 100/390 ( 26%)]  Loss: 3.1 (3.3)  ...  LR: 1.0e-03`` / ``Test: [ 78/78]  Loss: ... Acc@1: ...``
+"""
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from ..events import PHASE_TRAIN, PHASE_VAL, Metric
+from . import register_parser
+from .base import LineParser
+from .common import NUMBER, fnum, to_float
+
+__all__ = ["PyTorchParser"]
+
+_MNIST_TRAIN = re.compile(r"Train Epoch: (\d+) \[(\d+)/(\d+)[^\]]*\]\s*Loss: (" + NUMBER + ")")
+_MNIST_TEST = re.compile(r"Test set: Average loss: (" + NUMBER + r"), Accuracy: (\d+)/(\d+)")
+_CIFAR = re.compile(r"\[(\d+),\s*(\d+)\] loss: (" + NUMBER + ")")
+_LOGGER = re.compile(r"(Epoch: \[(\d+)\]|Train: (\d+)|Test:)\s*\[\s*(\d+)/(\d+)[^\]]*\]")
+_KV = re.compile(r"([A-Za-z_][\w.@/-]*): +(" + NUMBER + r")(?![\w.:])")
+_SKIP = frozenset({"eta", "time", "data", "mem", "data_time", "iter_time"})
+
+
+@register_parser
+class PyTorchParser(LineParser):
+    name: ClassVar[str] = "pytorch"
+    description: ClassVar[str] = "plain PyTorch example prints, torchvision/DETR MetricLogger and timm train/test lines"
+    markers: ClassVar[tuple[str, ...]] = ("Epoch:", "] loss:", "Test", "Train:")
+    signature: ClassVar[str] = (
+        r"Train Epoch: \d+ \[\d+/|Test set: Average loss:|^.*\[\d+,\s*\d+\] loss: [\d.]"
+        r"|Epoch: \[\d+\]\s+\[\s*\d+/\d+\]|^Train: \d+ \[\s*\d+/\d+|^Test:\s+\[\s*\d+/\d+\]"
+    )
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self._epoch: int | None = None
+
+    def parse_line(self, text, number, wall_time):
+        if "Epoch" in text:
+            if "Train Epoch:" in text:
+                m = _MNIST_TRAIN.search(text)
+                if m:
+                    v = to_float(m.group(4))
+                    ep = int(m.group(1))
+                    self._epoch = ep
+                    return [Metric("loss", v, int(m.group(2)), PHASE_TRAIN, None, None, fnum(ep), wall_time, number)]
+                return None
+            if "Epoch: [" in text:
+                return self._logger(text, number, wall_time)
+        if "] loss:" in text:
+            m = _CIFAR.search(text)
+            if m:
+                v = to_float(m.group(3))
+                return [Metric("loss", v, int(m.group(2)), PHASE_TRAIN, None, None, float(m.group(1)), wall_time, number)]
+            return None
+        if "Test" in text:
+            if "Test set:" in text:
+                m = _MNIST_TEST.search(text)
+                if m:
+                    ep = fnum(self._epoch) if self._epoch is not None else None
+                    acc = int(m.group(2)) / max(int(m.group(3)), 1)
+                    return [
+                        Metric("loss", to_float(m.group(1)), None, PHASE_VAL, None, None, ep, wall_time, number),
+                        Metric("accuracy", acc, None, PHASE_VAL, None, None, ep, wall_time, number),
+                    ]
+                return None
+            if "Test:" in text:
+                return self._logger(text, number, wall_time)
+        if "Train:" in text:
+            return self._logger(text, number, wall_time)
+        return None
+
+    def _logger(self, text, number, wall_time):
+        m = _LOGGER.search(text)
+        if m is None:
+            return None
+        n, total = int(m.group(4)), int(m.group(5))
+        if m.group(1) == "Test:":
+            phase, step = PHASE_VAL, n
+            epoch = fnum(self._epoch) if self._epoch is not None else None
+        else:
+            ep = int(m.group(2) or m.group(3))
+            self._epoch = ep
+            phase, step, epoch = PHASE_TRAIN, ep * total + n, fnum(ep)
+        out = []
+        for key, raw in _KV.findall(text, m.end()):
+            name = key.lower()
+            if name in _SKIP:
+                continue
+            v = to_float(raw)
+            if v is not None:
+                out.append(Metric(name, v, step, phase, None, None, epoch, wall_time, number))
+        return out
