@@ -437,3 +437,27 @@ def test_build_watcher_watches_the_solver_directory_without_being_told(tmp_path)
     w = build_watcher(WatchOptions(watch=("extra",)), argv=argv, cwd=str(tmp_path), consumer=Recorder())
     assert sorted(w.roots) == [str(tmp_path / "extra"), str(tmp_path / "snaps")]
     assert build_watcher(WatchOptions(), argv=["python", "t.py"], cwd=str(tmp_path), consumer=Recorder()) is None
+
+
+def test_watching_a_file_is_a_config_error(tmp_path):
+    (tmp_path / "model.pt").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="--watch model.pt: not a directory"):
+        build_watcher(WatchOptions(watch=("model.pt",)), argv=["python"], cwd=str(tmp_path), consumer=Recorder())
+
+
+def test_fan_out_reaches_every_consumer_when_one_fails(tmp_path):
+    from trainvisor.watch.record import CheckpointRecord, FanOut
+
+    class Broken:
+        def submit(self, cp):
+            raise OSError("disk full")
+
+    rec = Recorder()
+    (tmp_path / "a.pt").write_bytes(b"abc")
+    cp = Checkpoint("a.pt", (CheckpointFile(str(tmp_path / "a.pt"), "a.pt"),), 3, None, str(tmp_path), "pytorch")
+    with pytest.raises(OSError):
+        FanOut([Broken(), rec, CheckpointRecord(tmp_path / "cps.jsonl")]).submit(cp)
+    import json
+
+    line = json.loads((tmp_path / "cps.jsonl").read_text())
+    assert rec.names == ["a.pt"] and line["files"] == [{"path": str(tmp_path / "a.pt"), "relpath": "a.pt", "size": 3}]

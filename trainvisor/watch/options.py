@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import click
 
+from ..errors import ConfigError
 from .caffe_solver import snapshot_target
 from .policy import POLICY_CHOICES, parse_policy
 from .recognizers import default_recognizers
@@ -88,5 +90,9 @@ def build_watcher(opts: WatchOptions, *, argv: Sequence[str], cwd: str, consumer
     dirs = watch_dirs(opts, argv=argv, cwd=cwd)
     if not dirs:
         return None
+    for d in dirs:
+        full = os.path.join(cwd, d)
+        if os.path.exists(full) and not os.path.isdir(full):
+            raise ConfigError(f"--watch {d}: not a directory")
     return CheckpointWatcher(dirs, consumer=consumer, recognizers=recognizers, poll=opts.poll,
                              settle=opts.settle, policy=policy, cwd=cwd)
