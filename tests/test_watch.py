@@ -400,6 +400,7 @@ def test_caffe_iteration_gets_an_epoch_from_iters_per_epoch(tmp_path):
     (["caffe", "train", "-solver", "s.prototxt"], "s.prototxt"),
     (["/opt/caffe/build/tools/caffe", "train", "--solver=s.prototxt", "-gpu", "0"], "s.prototxt"),
     (["caffe", "train", "-solver=x/s.prototxt"], "x/s.prototxt"),
+    (["caffe train --solver 's t.prototxt' 2>&1"], "s t.prototxt"),
     (["caffe", "test", "-solver", "s.prototxt"], None),
     (["python", "train.py", "--solver", "s.prototxt"], None),
 ])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -30,6 +31,11 @@ class SolverSnapshot:
 def solver_path_from_argv(argv: Sequence[str]) -> Optional[str]:
     """The solver of `caffe train -solver FILE` (`--solver FILE`, `-solver=FILE`, `--solver=FILE`);
     None when the command is not a Caffe training."""
+    if len(argv) == 1 and " " in argv[0]:  # `trainvisor run --shell -- 'caffe train -solver s.prototxt'`
+        try:
+            argv = shlex.split(argv[0])
+        except ValueError:
+            return None
     if "train" not in argv:
         return None
     # `caffe train`, `/opt/caffe/build/tools/caffe.bin train`, `python fake-caffe train`
