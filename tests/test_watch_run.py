@@ -29,7 +29,10 @@ def test_caffe_run_records_every_snapshot_complete_and_output_is_unchanged(tmp_p
     assert plain.returncode == watched.returncode == 0, watched.stderr[-2000:]
     assert watched.stderr == plain.stderr and watched.stdout == plain.stdout
     assert not (tmp_path / "plain" / "run" / "checkpoints.jsonl").exists()
-    records = [json.loads(x) for x in (tmp_path / "watched" / "run" / "checkpoints.jsonl").read_text().splitlines()]
+    # Sorted: snapshots written before the new snapshot directory's watch existed complete
+    # by settling, later than the ones whose close was seen.
+    records = sorted((json.loads(x) for x in (tmp_path / "watched" / "run" / "checkpoints.jsonl").read_text().splitlines()),
+                     key=lambda r: r["iteration"])
     assert [r["iteration"] for r in records] == list(range(100, 1001, 100))
     assert [r["epoch"] for r in records] == [i / 2 for i in range(1, 11)]
     for r in records:
