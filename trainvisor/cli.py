@@ -260,12 +260,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except TrainvisorError as exc:
         click.echo(f"trainvisor: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        # `trainvisor replay LOG | head`: the reader went away; not an error.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
             os._exit(0)
+        # A path trainvisor cannot create, open or write: one line, no traceback.
+        where = f": {exc.filename}" if exc.filename else ""
+        log.debug("I/O error", exc_info=exc)
+        click.echo(f"trainvisor: {exc.strerror or exc}{where}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
 
