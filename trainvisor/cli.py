@@ -17,7 +17,7 @@ from .lines import DEFAULT_MAX_LINE
 from .parsers import ParserOptions, available_parsers
 from .parsers.encoding import open_log_bytes
 from .parsers.select import DEFAULT_PARSER, build_parser
-from .pipeline import Pipeline, PipelineStats
+from .pipeline import Pipeline
 from .replay import replay_stream
 from .sinks.jsonl import JsonlSink
 from .sinks.stats import StatsSink
