@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from trainvisor.events import CheckpointEvent, Metric
+from trainvisor.events import Metric
 from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, available_parsers, create_parser
 from trainvisor.parsers.auto import WINDOW, AutoParser, choose_by_argv
 from trainvisor.parsers.common import NameTable, to_float
 from trainvisor.parsers.encoding import Transcoder, detect_encoding, open_log_bytes
 
-from .parsing_helpers import FIXTURES, REAL_LOGS, checkpoints, parse_file, parse_text, series
+from .parsing_helpers import FIXTURES, REAL_LOGS, parse_file, parse_text, series
 
 FORMATS = ["darknet", "detectron2", "generic", "huggingface", "keras", "lightning", "mmdet", "mxnet",
            "pytorch", "tensorflow", "yolo"]

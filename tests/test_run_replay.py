@@ -62,3 +62,12 @@ def test_fixture_run_writes_the_announced_snapshots(tmp_path):
     assert all((tmp_path / "examples" / "mnist" / s).stat().st_size == 4096 for s in snaps)
     records = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["path"] for r in records if r.get("event") == "checkpoint"][-1] == "examples/mnist/lenet_iter_1000.solverstate"
+
+
+def test_replay_into_a_reader_that_stops_early_is_quiet(tmp_path):
+    big = tmp_path / "big.log"
+    big.write_bytes((FIXTURES / "logs" / "lenet-newyear.log").read_bytes() * 300)
+    proc = subprocess.run(f"{sys.executable} -m trainvisor replay --parser caffe {big} | head -1",
+                          shell=True, capture_output=True, timeout=60, executable="/bin/bash")
+    assert proc.stdout.count(b"\n") == 1 and b'"name": "accuracy"' in proc.stdout
+    assert proc.stderr == b""

@@ -17,7 +17,7 @@ from .lines import DEFAULT_MAX_LINE
 from .parsers import ParserOptions, available_parsers
 from .parsers.encoding import open_log_bytes
 from .parsers.select import DEFAULT_PARSER, build_parser
-from .pipeline import Pipeline, PipelineStats
+from .pipeline import Pipeline
 from .replay import replay_stream
 from .sinks.jsonl import JsonlSink
 from .sinks.stats import StatsSink
@@ -277,12 +277,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except TrainvisorError as exc:
         click.echo(f"trainvisor: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        # `trainvisor replay LOG | head`: the reader went away; not an error.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
             os._exit(0)
+        # A path trainvisor cannot create, open or write: one line, no traceback.
+        where = f": {exc.filename}" if exc.filename else ""
+        log.debug("I/O error", exc_info=exc)
+        click.echo(f"trainvisor: {exc.strerror or exc}{where}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
 

@@ -5,7 +5,6 @@ replaying the project's own Caffe-format log.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile

@@ -67,6 +67,26 @@ def _signatures() -> list[tuple[str, re.Pattern]]:
     return out
 
 
+def _lines_of(block: LineBlock):
+    """The block's lines as one-line blocks."""
+    texts = block.text.split("\n")
+    texts.pop()
+    cut = block.truncated
+    for i, text in enumerate(texts):
+        n = block.first_line + i
+        yield LineBlock(text + "\n", block.stream, n, 1, block.time, block.wall_time, (n,) if n in cut else ())
+
+
+def _slice(block: LineBlock, start: int, end: Optional[int] = None) -> LineBlock:
+    """Lines [start, end) of a block, as a block."""
+    lines = block.text.split("\n")[:-1][start:end]
+    first = block.first_line + start
+    last = first + len(lines)
+    cut = tuple(n for n in block.truncated if first <= n < last)
+    return LineBlock("".join(t + "\n" for t in lines), block.stream, first, len(lines), block.time,
+                     block.wall_time, cut)
+
+
 @register_parser
 class AutoParser:
     name: ClassVar[str] = "auto"
@@ -86,6 +106,9 @@ class AutoParser:
         self._confirming = False  # chosen by signature, window not over: may switch once
         self._final = False  # the choice is made for good
         self._since: dict[str, int] = {}  # signature counts since the choice
+        self._retained: list[LineBlock] = []  # lines since the choice, while it may change
+        self._first_seen: dict[str, int] = {}  # format -> index in _retained of its first signature
+        self._emitted: set[int] = set()  # retained lines the chosen parser made events from
         by_argv = choose_by_argv(self.options.argv)
         if by_argv is not None:
             self._settle(*by_argv)
@@ -94,10 +117,23 @@ class AutoParser:
     def feed(self, block: LineBlock) -> list[Event]:
         if self._final:  # only reached by a caller that kept a reference to this method
             return self._delegate.feed(block)  # type: ignore[union-attr]
-        if self._confirming:
-            return self._confirm(block)
-        if self._delegate is not None:  # provisional fallback: look for a late signature
+        if self._delegate is not None and not self._confirming:
             return self._watch(block)
+        # Undecided: go line by line, so that the choice (and which parser gets
+        # which line) never depends on where the blocks happen to end -- a live
+        # run's blocks are small, a replay's large, and both must agree.
+        out: list[Event] = []
+        for i, line in enumerate(_lines_of(block)):
+            if self._final:
+                out.extend(self._delegate.feed(_slice(block, i)))  # type: ignore[union-attr]
+                break
+            if self._delegate is not None and not self._confirming:
+                out.extend(self._watch(_slice(block, i)))
+                break
+            out.extend(self._confirm(line) if self._confirming else self._hold(line))
+        return out
+
+    def _hold(self, block: LineBlock) -> list[Event]:
         self._held.append(block)
         self._held_lines += block.count
         self._count(block.text, self._scores)
@@ -154,21 +190,41 @@ class AutoParser:
         del self.feed
 
     def _confirm(self, block: LineBlock) -> list[Event]:
+        """One line while the early choice may still change. The lines since the
+        choice are kept (at most WINDOW) so that a switch can hand the new parser
+        its format's lines from the first one it would have recognised."""
         self._held_lines += block.count
         since = self._since
+        before = dict(since)
         self._count(block.text, since)
+        retained = self._retained
+        retained.append(block)
+        for name, n in since.items():
+            if n and not before.get(name):
+                self._first_seen.setdefault(name, len(retained) - 1)
         mine = since.get(self.chosen, 0)  # type: ignore[arg-type]
         for name, n in since.items():
             if name != self.chosen and n >= DECIDE_HITS and n > 2 * mine:
                 self._confirming = False
                 self.switched = True
-                self._settle(name, f"switched from {self.chosen} at line {block.first_line}: "
+                start = self._first_seen.get(name, len(retained) - 1)
+                self._settle(name, f"switched from {self.chosen} at line {retained[start].first_line}: "
                                    f"{n} {name} signature lines against {mine}")
-                return self._delegate.feed(block)  # type: ignore[union-attr]
+                out: list[Event] = []
+                for held in retained[start:]:
+                    # a line the old parser already read stays its, no double events
+                    if held.first_line in self._emitted:
+                        continue
+                    out.extend(self._delegate.feed(held))  # type: ignore[union-attr]
+                self._retained, self._emitted = [], set()
+                return out
         out = self._delegate.feed(block)  # type: ignore[union-attr]
+        if out:
+            self._emitted.add(block.first_line)
         if self._held_lines >= WINDOW:
             self._confirming = False
             self._final = True
+            self._retained, self._emitted = [], set()
             self.feed = self._delegate.feed  # type: ignore[union-attr,method-assign]
         return out
 
@@ -182,17 +238,22 @@ class AutoParser:
         return out
 
     def _watch(self, block: LineBlock) -> list[Event]:
-        m = self._any.search(block.text)  # type: ignore[union-attr]
+        text = block.text
+        m = self._any.search(text)  # type: ignore[union-attr]
         if m is None:
             return self._delegate.feed(block)  # type: ignore[union-attr]
-        for name, pat in self._sigs:
-            if pat.search(block.text):
-                line = block.first_line + block.text.count("\n", 0, m.start())
-                excerpt = m.group(0)[:60]
-                self.switched = True
-                self._settle(name, f"switched from {FALLBACK} at line {line}: {excerpt!r}")
-                return self._delegate.feed(block)  # type: ignore[union-attr]
-        return self._delegate.feed(block)  # type: ignore[union-attr]
+        # The first line with a signature decides, by priority among the
+        # signatures on that line; the lines before it stay with the fallback.
+        k = text.count("\n", 0, m.start())
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.start()) + 1
+        name = next(n for n, pat in self._sigs if pat.search(text, line_start, line_end))
+        out = self._delegate.feed(_slice(block, 0, k)) if k else []  # type: ignore[union-attr]
+        excerpt = m.group(0)[:60]
+        self.switched = True
+        self._settle(name, f"switched from {FALLBACK} at line {block.first_line + k}: {excerpt!r}")
+        out.extend(self._delegate.feed(_slice(block, k)))  # type: ignore[union-attr]
+        return out
 
     def _settle(self, name: str, reason: str) -> None:
         self.chosen, self.reason = name, reason

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..events import PHASE_VAL, Metric
+from ..events import Metric
 from . import register_parser
 from .base import LineParser
 from .common import NUMBER, NameTable, to_float

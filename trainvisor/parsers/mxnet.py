@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
+from ..events import PHASE_TRAIN, CheckpointEvent, Metric
 from . import register_parser
 from .base import LineParser
 from .common import NUMBER, NameTable, fnum, to_float

@@ -15,6 +15,7 @@ class JsonlSink:
     and at exit, so a crash loses at most a second of records."""
 
     name = "jsonl"
+    reader_gone = False
 
     def __init__(self, target: str | os.PathLike | IO[str], *, mode: str = "w") -> None:
         self._owns = not hasattr(target, "write")
@@ -32,14 +33,34 @@ class JsonlSink:
         fh = self._fh
         if fh is None:
             return
-        if _c_format is not None and _FAST:
-            fh.write(_c_format(events, Metric, _NAMES, _format_event))
-        else:
-            fh.write("".join(map(_format_event, events)))
+        try:
+            if _c_format is not None and _FAST:
+                fh.write(_c_format(events, Metric, _NAMES, _format_event))
+            else:
+                fh.write("".join(map(_format_event, events)))
+        except BrokenPipeError:
+            self._reader_gone()
 
     def flush(self) -> None:
         if self._fh is not None:
-            self._fh.flush()
+            try:
+                self._fh.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """`trainvisor replay LOG | head`: the reader left; that is not an error.
+        Stop writing, and point fd 1 at /dev/null so the interpreter's own
+        flush at exit does not complain either."""
+        self.reader_gone = True
+        fh, self._fh = self._fh, None
+        if not self._owns and fh is not None:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fh.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         if self._fh is not None:
