@@ -23,6 +23,8 @@ bench: $(STAMP)
 	$(PY) bench/parse_throughput.py
 	$(PY) bench/passthrough.py
 	$(PY) bench/log_handler.py
+	$(PY) bench/parse_mixed.py
+	$(PY) bench/checkpoint_latency.py
 
 clean:
 	rm -rf $(VENV) trainvisor-runs build *.egg-info
