@@ -102,3 +102,38 @@ from trainvisor.sinks import caffe_csv  # noqa: E402
                           st.integers(min_value=-(2**60), max_value=2**60)), max_size=12))
 def test_c_csv_row_is_the_python_row(cells):
     assert caffe_csv._c_csv_row(cells) == ",".join(map(caffe_csv._fmt, cells))
+
+
+def csv_tables(events_batches, tmp_path, use_c: bool, tag: str) -> tuple:
+    saved = caffe_csv._c_pivot
+    try:
+        if not use_c:
+            caffe_csv._c_pivot = None
+        sink = caffe_csv.CaffeCsvSink(tmp_path / tag, "x.log")
+        for batch in events_batches:
+            sink.write(batch)
+        sink.close()
+    finally:
+        caffe_csv._c_pivot = saved
+    return tuple((p.name, p.read_bytes()) for p in sorted((tmp_path / tag).iterdir()))
+
+
+NAMES = st.sampled_from(["loss", "accuracy", "lr", "total_loss", "iter_per_sec", "mbox_loss"])
+CSV_METRICS = st.builds(Metric, NAMES, st.one_of(st.floats(allow_nan=True), st.integers(-5, 5)),
+                        st.one_of(st.none(), st.integers(0, 4)), st.sampled_from(["train", "test"]),
+                        st.one_of(st.none(), st.integers(0, 2)), st.one_of(st.none(), st.floats(0, 100)),
+                        st.none(), st.just(1.0), st.integers(1, 50))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.one_of(CSV_METRICS, CHECKPOINTS), max_size=12), max_size=6))
+def test_c_csv_tables_are_the_python_tables(tmp_path_factory, batches):
+    tmp = tmp_path_factory.mktemp("csv")
+    assert csv_tables(batches, tmp, True, "c") == csv_tables(batches, tmp, False, "py")
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_c_csv_tables_agree_on_every_log(log, tmp_path):
+    c_events, _ = events_both_ways(log.read_bytes())
+    batches = [c_events[i:i + 1000] for i in range(0, len(c_events), 1000)]
+    assert csv_tables(batches, tmp_path, True, "c") == csv_tables(batches, tmp_path, False, "py")

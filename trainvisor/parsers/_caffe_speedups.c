@@ -516,7 +516,200 @@ error:
     return NULL;
 }
 
+/* ---- the Caffe CSV tables (sinks/caffe_csv.py), per-metric loop and row formatting ---- */
+
+/* table state list: [cur_key, cur_row, columns, rows, first, lines, narrowest]; cur_row = [it, seconds, lr, {idx: v}].
+ * Rows are padded to the columns known when they are formatted; `narrowest` is the
+ * smallest such width, so close() knows whether any row needs more padding. */
+enum { T_KEY, T_CUR, T_COLUMNS, T_ROWS, T_FIRST, T_LINES, T_NARROWEST };
+
+static PyObject *NO_ROW; /* set from Python: the sentinel for "no current row" */
+
+static int format_row_into(PyObject *t, PyObject *row, PyObject *format_fallback) {
+    PyObject *lines = PyList_GET_ITEM(t, T_LINES);
+    PyObject *values = PyList_GET_ITEM(row, 3);
+    Py_ssize_t width = PyDict_GET_SIZE(PyList_GET_ITEM(t, T_COLUMNS)), pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(values, &pos, &k, &v)) {
+        Py_ssize_t i = PyLong_AsSsize_t(k);
+        if (i == -1 && PyErr_Occurred()) return -1;
+        if (i + 1 > width) width = i + 1;
+    }
+    Py_ssize_t narrowest = PyLong_AsSsize_t(PyList_GET_ITEM(t, T_NARROWEST));
+    if (narrowest < 0 || width < narrowest) {
+        PyObject *w = PyLong_FromSsize_t(width);
+        if (!w) return -1;
+        PyList_SetItem(t, T_NARROWEST, w);
+    }
+    PyObject *cells = PyList_New(3 + width);
+    if (!cells) return -1;
+    for (int i = 0; i < 3; i++) {
+        PyObject *c = PyList_GET_ITEM(row, i);
+        Py_INCREF(c);
+        PyList_SET_ITEM(cells, i, c);
+    }
+    for (Py_ssize_t i = 0; i < width; i++) {
+        PyObject *key = PyLong_FromSsize_t(i);
+        if (!key) { Py_DECREF(cells); return -1; }
+        PyObject *c = PyDict_GetItemWithError(values, key);
+        Py_DECREF(key);
+        if (!c) {
+            if (PyErr_Occurred()) { Py_DECREF(cells); return -1; }
+            c = Py_None;
+        }
+        Py_INCREF(c);
+        PyList_SET_ITEM(cells, 3 + i, c);
+    }
+    PyObject *line = csv_row(NULL, cells);
+    if (line == Py_NotImplemented) {
+        Py_DECREF(line);
+        line = PyObject_CallOneArg(format_fallback, cells);
+    }
+    Py_DECREF(cells);
+    if (!line) return -1;
+    int rc = PyList_Append(lines, line);
+    Py_DECREF(line);
+    return rc;
+}
+
+/* _push: the current row is complete */
+static int push_row(PyObject *t, PyObject *format_fallback) {
+    PyObject *row = PyList_GET_ITEM(t, T_CUR);
+    Py_INCREF(row);
+    Py_INCREF(Py_None);
+    PyList_SetItem(t, T_CUR, Py_None);
+    Py_INCREF(NO_ROW);
+    PyList_SetItem(t, T_KEY, NO_ROW);
+    Py_ssize_t rows = PyLong_AsSsize_t(PyList_GET_ITEM(t, T_ROWS)) + 1;
+    PyObject *r = PyLong_FromSsize_t(rows);
+    if (!r) { Py_DECREF(row); return -1; }
+    PyList_SetItem(t, T_ROWS, r);
+    if (rows == 1) { /* held back until the second row brings a learning rate */
+        PyList_SetItem(t, T_FIRST, row);
+        return 0;
+    }
+    PyObject *first = PyList_GET_ITEM(t, T_FIRST);
+    if (first != Py_None) {
+        Py_INCREF(first);
+        Py_INCREF(Py_None);
+        PyList_SetItem(t, T_FIRST, Py_None);
+        PyObject *flr = PyList_GET_ITEM(first, 2);
+        if (PyFloat_Check(flr) && Py_IS_NAN(PyFloat_AS_DOUBLE(flr))) {
+            PyObject *lr = PyList_GET_ITEM(row, 2);
+            Py_INCREF(lr);
+            PyList_SetItem(first, 2, lr);
+        }
+        int rc = format_row_into(t, first, format_fallback);
+        Py_DECREF(first);
+        if (rc) { Py_DECREF(row); return -1; }
+    }
+    int rc = format_row_into(t, row, format_fallback);
+    Py_DECREF(row);
+    return rc;
+}
+
+/* values dict of table t for key `iteration`, starting a new row when the key changes (borrowed ref) */
+static PyObject *row_values(PyObject *t, PyObject *iteration, PyObject *seconds, PyObject *lr, PyObject *format_fallback) {
+    int same = PyObject_RichCompareBool(iteration, PyList_GET_ITEM(t, T_KEY), Py_EQ);
+    if (same < 0) return NULL;
+    if (same) return PyList_GET_ITEM(PyList_GET_ITEM(t, T_CUR), 3);
+    if (PyList_GET_ITEM(t, T_CUR) != Py_None && push_row(t, format_fallback)) return NULL;
+    PyObject *values = PyDict_New();
+    if (!values) return NULL;
+    PyObject *row = PyList_New(4);
+    if (!row) { Py_DECREF(values); return NULL; }
+    Py_INCREF(iteration); PyList_SET_ITEM(row, 0, iteration);
+    Py_INCREF(seconds); PyList_SET_ITEM(row, 1, seconds);
+    Py_INCREF(lr); PyList_SET_ITEM(row, 2, lr);
+    PyList_SET_ITEM(row, 3, values);
+    PyList_SetItem(t, T_CUR, row);
+    Py_INCREF(iteration);
+    PyList_SetItem(t, T_KEY, iteration);
+    return values;
+}
+
+static int set_value(PyObject *t, PyObject *values, PyObject *name, PyObject *value) {
+    PyObject *columns = PyList_GET_ITEM(t, T_COLUMNS);
+    PyObject *idx = PyDict_GetItemWithError(columns, name);
+    if (!idx) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *n = PyLong_FromSsize_t(PyDict_GET_SIZE(columns));
+        if (!n) return -1;
+        int rc = PyDict_SetItem(columns, name, n);
+        Py_DECREF(n);
+        if (rc) return -1;
+        idx = PyDict_GetItemWithError(columns, name);
+        if (!idx) return -1;
+    }
+    return PyDict_SetItem(values, idx, value);
+}
+
+/* csv_pivot(events, metric_type, state, train, test, loss, format_fallback, no_row)
+ * state: [lr, loss_only_active]; returns None. Mirrors CaffeCsvSink.write exactly. */
+static PyObject *csv_pivot(PyObject *self, PyObject *args) {
+    PyObject *events, *mtype, *state, *train, *test, *loss, *ffb, *no_row;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!OOO", &events, &mtype, &PyList_Type, &state, &PyList_Type, &train,
+                          &PyList_Type, &test, &loss, &ffb, &no_row))
+        return NULL;
+    NO_ROW = no_row;
+    PyObject *seq = PySequence_Fast(events, "events must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *lr = PyList_GET_ITEM(state, 0);
+    Py_INCREF(lr);
+    int loss_active = PyObject_IsTrue(PyList_GET_ITEM(state, 1));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ev = items[i];
+        if ((PyObject *)Py_TYPE(ev) != mtype) continue;
+        PyObject *name = PyTuple_GET_ITEM(ev, 0), *value = PyTuple_GET_ITEM(ev, 1);
+        PyObject *iteration = PyTuple_GET_ITEM(ev, 2), *phase = PyTuple_GET_ITEM(ev, 3);
+        PyObject *test_net = PyTuple_GET_ITEM(ev, 4), *seconds = PyTuple_GET_ITEM(ev, 5);
+        PyObject *t, *values;
+        PyObject *col = NULL; /* owned when set */
+        int is_train = PyUnicode_Check(phase) && PyUnicode_Compare(phase, S_train) == 0;
+        if (is_train) {
+            int is_lr = PyUnicode_Check(name) && PyUnicode_Compare(name, S_lr) == 0;
+            int is_total = PyUnicode_Check(name) && PyUnicode_Compare(name, S_total_loss) == 0;
+            int is_speed = PyUnicode_Check(name) && PyUnicode_Compare(name, S_iter_per_sec) == 0;
+            if (PyErr_Occurred()) goto error;
+            if (is_lr || is_total || is_speed) {
+                if (is_lr) { Py_INCREF(value); Py_DECREF(lr); lr = value; }
+                else if (is_total && loss_active) {
+                    values = row_values(loss, iteration, seconds, lr, ffb);
+                    if (!values) goto error;
+                    PyObject *lname = PyUnicode_InternFromString("loss");
+                    if (!lname || set_value(loss, values, lname, value)) { Py_XDECREF(lname); goto error; }
+                    Py_DECREF(lname);
+                }
+                continue;
+            }
+            loss_active = 0;
+            t = train;
+        } else {
+            t = test;
+            int tn = PyObject_IsTrue(test_net);
+            if (tn < 0) goto error;
+            if (tn) { col = PyUnicode_FromFormat("%S#%S", name, test_net); if (!col) goto error; }
+        }
+        values = row_values(t, iteration, seconds, lr, ffb);
+        if (!values) { Py_XDECREF(col); goto error; }
+        int rc = set_value(t, values, col ? col : name, value);
+        Py_XDECREF(col);
+        if (rc) goto error;
+    }
+    Py_DECREF(seq);
+    PyList_SetItem(state, 0, lr);
+    PyList_SetItem(state, 1, PyBool_FromLong(loss_active));
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(seq);
+    Py_DECREF(lr);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"csv_pivot", csv_pivot, METH_VARARGS, "Caffe CSV tables: per-metric loop and rows (see sinks/caffe_csv.py)."},
     {"csv_row", csv_row, METH_O, "One CSV row of numbers in repr() form (see sinks/caffe_csv.py)."},
     {"format_metrics", format_metrics, METH_VARARGS, "JSON Lines for a list of events (see sinks/jsonl.py)."},
     {"parse_block", parse_block, METH_VARARGS, "Parse an ASCII block of Caffe glog lines (see caffe.py)."},

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import tempfile
 from typing import IO, Optional, Sequence
 
@@ -28,12 +29,13 @@ _LR = "lr"
 _NOT_OUTPUTS = frozenset({"total_loss", "iter_per_sec", _LR})
 _FIXED = ("NumIters", "Seconds", "LearningRate")
 
-try:  # repr() of each number in C, built with the Caffe speedups (setup.py)
+try:  # the same loop and row formatting in C, built with the Caffe speedups (setup.py)
+    from ..parsers._caffe_speedups import csv_pivot as _c_pivot
     from ..parsers._caffe_speedups import csv_row as _c_csv_row
 except ImportError:  # pragma: no cover - depends on the build
-    _c_csv_row = None
+    _c_pivot = _c_csv_row = None
 if os.environ.get("TRAINVISOR_PURE_PYTHON"):
-    _c_csv_row = None
+    _c_pivot = _c_csv_row = None
 _NO_ROW = object()
 
 
@@ -41,83 +43,94 @@ def _fmt(v: Optional[float]) -> str:
     return "" if v is None else repr(float(v))
 
 
-class _Table:
-    """One output table, written row by row to a temporary file.
+# A table's state is one list, so that the optional C loop and this module
+# share it: [current key, current row, columns, rows, first row, pending lines,
+# narrowest], a row being [iteration, seconds, lr, {column index: value}].
+# Rows are padded to the columns known when they are formatted; `narrowest`
+# (the smallest such width, -1 before any) tells close() whether any row still
+# needs padding for a column that appeared later.
+_KEY, _CUR, _COLUMNS, _ROWS, _FIRST, _LINES, _NARROWEST = range(7)
 
-    The current row is kept as plain attributes (this runs once per metric: a
-    dense log has a million of them); finished rows are formatted into a list
-    that is written out in batches.
-    """
+
+class _Table:
+    """One output table, written row by row to a temporary file."""
 
     def __init__(self, final_path: str) -> None:
         self.final_path = final_path
-        self.columns: dict[str, int] = {}
-        self.rows = 0
+        self.s: list = [_NO_ROW, None, {}, 0, None, [], -1]
         self._tmp: Optional[IO[str]] = None
-        self._lines: list[str] = []
-        self._first: Optional[list] = None  # held back until the second row brings an lr
-        self.cur_key: object = _NO_ROW
-        self._cur: Optional[list] = None  # [iteration, seconds, lr, {col_index: value}]
 
-    def start_row(self, key: object, iteration: Optional[int], seconds: Optional[float], lr: float) -> dict:
-        if self._cur is not None:
+    @property
+    def columns(self) -> dict[str, int]:
+        return self.s[_COLUMNS]
+
+    def values_for(self, key: object, seconds: Optional[float], lr: float) -> dict:
+        """The current row's values, starting a new row when `key` (the iteration) changes."""
+        s = self.s
+        if key == s[_KEY]:
+            return s[_CUR][3]
+        if s[_CUR] is not None:
             self._push()
-        self.cur_key = key
         values: dict[int, float] = {}
-        self._cur = [iteration, seconds, lr, values]
+        s[_CUR] = [key, seconds, lr, values]
+        s[_KEY] = key
         return values
 
-    def column(self, name: str) -> int:
-        idx = self.columns.get(name)
+    def set(self, values: dict, name: str, value: float) -> None:
+        columns = self.s[_COLUMNS]
+        idx = columns.get(name)
         if idx is None:
-            idx = self.columns[name] = len(self.columns)
-        return idx
+            idx = columns[name] = len(columns)
+        values[idx] = value
 
     def _push(self) -> None:
-        row = self._cur
-        self._cur = None
-        self.cur_key = _NO_ROW
-        self.rows += 1
-        if self.rows == 1:
-            self._first = row
+        s = self.s
+        row, s[_CUR], s[_KEY] = s[_CUR], None, _NO_ROW
+        s[_ROWS] += 1
+        if s[_ROWS] == 1:
+            s[_FIRST] = row
             return
-        if self._first is not None:
-            first, self._first = self._first, None
+        first = s[_FIRST]
+        if first is not None:
+            s[_FIRST] = None
             if isinstance(first[2], float) and math.isnan(first[2]):
                 first[2] = row[2]
-            self._format(first)
-        self._format(row)
+            s[_LINES].append(self._format(first))
+        s[_LINES].append(self._format(row))
 
-    def _format(self, row: list) -> None:
+    def _format(self, row: list) -> str:
         it, seconds, lr, values = row
+        s = self.s
+        width = max(len(s[_COLUMNS]), max(values) + 1 if values else 0)
+        if s[_NARROWEST] < 0 or width < s[_NARROWEST]:
+            s[_NARROWEST] = width
         cells = [it, seconds, lr]
-        if values:
-            get = values.get
-            cells.extend(map(get, range(max(values) + 1)))
+        cells.extend(map(values.get, range(width)))
         line = _c_csv_row(cells) if _c_csv_row is not None else NotImplemented
-        if line is NotImplemented:
-            line = ",".join(map(_fmt, cells))
-        lines = self._lines
-        lines.append(line)
-        if len(lines) >= 4096:
+        return _format_cells(cells) if line is NotImplemented else line
+
+    def spill_if_large(self) -> None:
+        if len(self.s[_LINES]) >= 4096:
             self._spill()
 
     def _spill(self) -> None:
         if self._tmp is None:
             d = os.path.dirname(self.final_path) or "."
             self._tmp = tempfile.TemporaryFile("w+", dir=d, encoding="utf-8", newline="")
-        self._lines.append("")
-        self._tmp.write("\r\n".join(self._lines))
-        self._lines = []
+        lines = self.s[_LINES]
+        lines.append("")
+        self._tmp.write("\r\n".join(lines))
+        self.s[_LINES] = []
 
     def close(self) -> bool:
         """Write the final file; False when the table has no rows (no file written)."""
-        if self._cur is not None:
+        s = self.s
+        if s[_CUR] is not None:
             self._push()
-        if self._first is not None:
-            self._format(self._first)
-            self._first = None
-        if self.rows == 0:
+        if s[_FIRST] is not None:
+            s[_LINES].append(self._format(s[_FIRST]))
+            s[_FIRST] = None
+        if s[_ROWS] == 0:
             return False
         self._spill()
         width = len(_FIXED) + len(self.columns)
@@ -127,14 +140,21 @@ class _Table:
             out.write(",".join(_csv_cell(h) for h in header) + "\r\n")
             assert self._tmp is not None
             self._tmp.seek(0)
-            for line in self._tmp:
-                n = line.count(",") + 1
-                if n < width:
-                    line = line[:-2] + "," * (width - n) + "\r\n"
-                out.write(line)
+            if len(_FIXED) + s[_NARROWEST] >= width:
+                shutil.copyfileobj(self._tmp, out, 1 << 20)  # every row is already full width
+            else:
+                for line in self._tmp:
+                    n = line.count(",") + 1
+                    if n < width:
+                        line = line[:-2] + "," * (width - n) + "\r\n"
+                    out.write(line)
         os.replace(tmp_final, self.final_path)
         self._tmp.close()
         return True
+
+
+def _format_cells(cells: list) -> str:
+    return ",".join(map(_fmt, cells))
 
 
 def _csv_cell(s: str) -> str:
@@ -158,12 +178,26 @@ class CaffeCsvSink:
         # Old Caffe prints no "Train net output" lines: then the train table is
         # built from the "Iteration N, loss = L" values, as column "loss".
         self._loss_only: Optional[_Table] = _Table(self.train_path)
-        self._lr = float("nan")
+        self._state: list = [float("nan"), True]  # [last lr, loss-only table still possible]
         self.written: list[str] = []
 
     def write(self, events: Sequence[Event]) -> None:
+        if _c_pivot is not None:
+            loss = self._loss_only.s if self._loss_only is not None else None
+            _c_pivot(events, Metric, self._state, self._train.s, self._test.s, loss, _format_cells, _NO_ROW)
+            if not self._state[1]:
+                self._loss_only = None
+        else:
+            self._write_python(events)
+        self._train.spill_if_large()
+        self._test.spill_if_large()
+        if self._loss_only is not None:
+            self._loss_only.spill_if_large()
+
+    def _write_python(self, events: Sequence[Event]) -> None:
         train, test = self._train, self._test
-        lr = self._lr
+        state = self._state
+        lr = state[0]
         for ev in events:
             if type(ev) is not Metric:
                 continue
@@ -174,25 +208,17 @@ class CaffeCsvSink:
                         lr = value
                     elif name == "total_loss" and self._loss_only is not None:
                         t = self._loss_only
-                        values = t.start_row(iteration, iteration, seconds, lr) if iteration != t.cur_key else t._cur[3]
-                        values[t.column("loss")] = value
+                        t.set(t.values_for(iteration, seconds, lr), "loss", value)
                     continue
-                if self._loss_only is not None:
-                    self._loss_only = None
+                self._loss_only = None
                 table = train
             else:
                 table = test
                 if test_net:
                     name = f"{name}#{test_net}"
-            if iteration != table.cur_key:
-                values = table.start_row(iteration, iteration, seconds, lr)
-            else:
-                values = table._cur[3]
-            idx = table.columns.get(name)
-            if idx is None:
-                idx = table.column(name)
-            values[idx] = value
-        self._lr = lr
+            table.set(table.values_for(iteration, seconds, lr), name, value)
+        state[0] = lr
+        state[1] = self._loss_only is not None
 
     def flush(self) -> None:
         pass
