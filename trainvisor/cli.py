@@ -103,6 +103,13 @@ max_line_option = click.option(
 )
 
 
+def parsing_options(f):
+    """The options every command that parses takes (run, replay, parse)."""
+    for option in (max_line_option, ipe_option, year_option, rules_option, parser_option):
+        f = option(f)
+    return f
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="trainvisor")
 def cli() -> None:
@@ -110,11 +117,7 @@ def cli() -> None:
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@parser_option
-@rules_option
-@year_option
-@ipe_option
-@max_line_option
+@parsing_options
 @click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
               help="JSONL metrics file. Default: RUN_DIR/metrics.jsonl.")
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
@@ -204,11 +207,7 @@ def _file_year(path: str) -> int:
 
 
 @cli.command()
-@parser_option
-@rules_option
-@year_option
-@ipe_option
-@max_line_option
+@parsing_options
 @click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
               help="Write JSONL here (default: standard output).")
 @click.option("--summary/--no-summary", default=False, help="Print a summary to stderr at the end.")
@@ -226,11 +225,7 @@ def replay(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metri
 
 
 @cli.command()
-@parser_option
-@rules_option
-@year_option
-@ipe_option
-@max_line_option
+@parsing_options
 @click.option("--jsonl", "jsonl", is_flag=True, help="Print the metric stream as JSON lines on standard output.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), default=None,
               help="Write LOG.train and LOG.test here, in Caffe parse_log.py's layout.")
