@@ -5,9 +5,9 @@ replaying the project's own Caffe-format log.
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,14 +19,22 @@ def main() -> int:
     if not fake.exists():
         print("trainvisor demo: run it from a source checkout (fixtures/ not found)", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="trainvisor-demo-"))
     run_dir = ROOT / "trainvisor-runs" / "demo"
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    work = run_dir / "workdir"  # the fake training's working directory
+    work.mkdir(parents=True)
+    snapshots = work / "examples" / "mnist"
     argv = [sys.executable, "-m", "trainvisor", "run", "--summary", "--run-dir", str(run_dir), "--year", "2026",
+            "--watch", str(snapshots),
             "--", sys.executable, str(fake), str(log), "--rate", "150", "--snapshot-size", "65536"]
-    print(f"$ trainvisor run --summary --run-dir {run_dir} -- fake-caffe {log.name} --rate 150", flush=True)
+    print(f"$ trainvisor run --summary --watch {snapshots} -- fake-caffe {log.name} --rate 150", flush=True)
     rc = subprocess.call(argv, cwd=work)
-    snaps = sorted(p.name for p in (work / "examples" / "mnist").glob("*")) if (work / "examples").exists() else []
-    print(f"\nsnapshots written by the fake training in {work}: {', '.join(snaps) or 'none'}")
+    snaps = sorted(p.name for p in snapshots.glob("*")) if snapshots.exists() else []
+    print(f"\nsnapshots written by the fake training in {snapshots}: {', '.join(snaps) or 'none'}")
+    record = run_dir / "checkpoints.jsonl"
+    done = record.read_text().count("\n") if record.exists() else 0
+    print(f"complete checkpoints seen by the watcher: {done} (in {record})")
     print(f"metrics: {run_dir / 'metrics.jsonl'} (try: trainvisor replay {log} --year 2026 | head)")
     return rc
 
