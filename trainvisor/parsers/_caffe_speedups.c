@@ -155,6 +155,8 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
     if (have_start) { start_us = PyLong_AsLongLong(start_t); if (PyErr_Occurred()) goto error; }
     Py_ssize_t line_no = first_line - 1;
     const char *ln = buf;
+    char prev_date[13];
+    PyObject *prev_base = NULL;
     while (ln < end) {
         const char *eol = memchr(ln, '\n', (size_t)(end - ln));
         if (!eol) eol = end;
@@ -244,13 +246,25 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
         int have_t = 0;
         long long t_us = 0;
         {
-            PyObject *key = PyUnicode_FromStringAndSize(date.s, 13);
-            if (!key) goto error;
-            PyObject *base = PyDict_GetItemWithError(cache, key);
-            if (base) Py_INCREF(base);
-            else if (PyErr_Occurred()) { Py_DECREF(key); goto error; }
-            else { base = PyObject_CallOneArg(base_fn, key); if (!base) { Py_DECREF(key); goto error; } }
-            Py_DECREF(key);
+            PyObject *base;
+            if (prev_base && memcmp(prev_date, date.s, 13) == 0) {
+                /* Same second as the previous metric line: the cache lookup would give
+                 * the same object (nothing can have cleared it in between). */
+                base = prev_base;
+                Py_INCREF(base);
+            } else {
+                PyObject *key = PyUnicode_FromStringAndSize(date.s, 13);
+                if (!key) goto error;
+                base = PyDict_GetItemWithError(cache, key);
+                if (base) Py_INCREF(base);
+                else if (PyErr_Occurred()) { Py_DECREF(key); goto error; }
+                else { base = PyObject_CallOneArg(base_fn, key); if (!base) { Py_DECREF(key); goto error; } }
+                Py_DECREF(key);
+                Py_XDECREF(prev_base);
+                prev_base = base;
+                Py_INCREF(prev_base);
+                memcpy(prev_date, date.s, 13);
+            }
             if (base != Py_None) {
                 int digits = 1;
                 for (const char *c = usec.s; c < usec.e; c++) if (!is_digit(*c)) digits = 0;
@@ -358,6 +372,8 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
         Py_DECREF(seconds);
         if (rc) goto error;
     }
+    Py_XDECREF(prev_base);
+    prev_base = NULL;
     if (PyList_SetItem(state, 0, start_t) < 0) { start_t = NULL; goto error; }
     start_t = NULL;
     if (PyList_SetItem(state, 1, iteration) < 0) { iteration = NULL; goto error; }
@@ -370,6 +386,7 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
         return r;
     }
 error:
+    Py_XDECREF(prev_base);
     Py_XDECREF(start_t);
     Py_XDECREF(iteration);
     Py_XDECREF(test_iteration);
