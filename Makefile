@@ -16,8 +16,10 @@ $(STAMP): setup.cfg setup.py pyproject.toml trainvisor/parsers/_caffe_speedups.c
 demo: $(STAMP)
 	$(PY) -m trainvisor.demo
 
+# A private temp dir per run (removed after): concurrent runs never share one.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	@tmp=$$(mktemp -d -t trainvisor-tests-XXXXXX); \
+	$(PY) -m pytest -q --basetemp="$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
 
 bench: $(STAMP)
 	$(PY) bench/parse_throughput.py
