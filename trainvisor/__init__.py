@@ -10,7 +10,6 @@ from .lines import LineBlock, LineSplitter
 from .parsers import ParserOptions, available_parsers, create_parser, register_parser
 from .pipeline import Pipeline
 from .replay import replay
-from .supervisor import RunResult, Supervisor
 
 __all__ = [
     "__version__",
@@ -29,3 +28,12 @@ __all__ = [
     "RunResult",
     "Supervisor",
 ]
+
+
+def __getattr__(name: str):
+    # The supervisor pulls in psutil; `trainvisor parse` / `replay` never need it.
+    if name in ("Supervisor", "RunResult"):
+        from . import supervisor
+
+        return getattr(supervisor, name)
+    raise AttributeError(f"module 'trainvisor' has no attribute {name!r}")

@@ -9,6 +9,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include <math.h>
 
 static PyObject *S_train, *S_test, *S_total_loss, *S_lr, *S_iter_per_sec, *S_checkpoint;
 
@@ -516,6 +517,13 @@ static PyObject *csv_row(PyObject *self, PyObject *items) {
             Py_DECREF(seq);
             PyMem_Free(b.buf);
             Py_RETURN_NOTIMPLEMENTED;
+        }
+        if (d == (double)(long long)d && d > -1e15 && d < 1e15 && !(d == 0.0 && signbit(d))) {
+            /* a whole number (NumIters is one per row): repr() prints it as "N.0" */
+            char tmp[32];
+            snprintf(tmp, sizeof tmp, "%lld.0", (long long)d);
+            if (sb_str(&b, tmp)) goto error;
+            continue;
         }
         char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
         if (!r) goto error;

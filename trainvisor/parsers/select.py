@@ -6,7 +6,6 @@ from typing import Optional
 
 from . import create_parser
 from .base import Parser, ParserOptions
-from .rules import RulesParser, load_rules
 
 __all__ = ["build_parser", "DEFAULT_PARSER"]
 
@@ -21,6 +20,8 @@ def build_parser(name: str = DEFAULT_PARSER, options: ParserOptions | None = Non
     """
     if rules is None:
         return create_parser(name, options)
+    from .rules import RulesParser, load_rules  # yaml and regex only when a rules file is given
+
     ruleset = load_rules(rules)
     base = create_parser(name, options) if ruleset.mode == "add" else None
     return RulesParser(ruleset, base)
