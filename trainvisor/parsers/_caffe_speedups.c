@@ -550,8 +550,32 @@ enum { T_KEY, T_CUR, T_COLUMNS, T_ROWS, T_FIRST, T_LINES, T_NARROWEST };
 
 static PyObject *NO_ROW; /* set from Python: the sentinel for "no current row" */
 
-static int format_row_into(PyObject *t, PyObject *row, PyObject *format_fallback) {
-    PyObject *lines = PyList_GET_ITEM(t, T_LINES);
+/* The rows one csv_pivot call completes for one table, as one "\r\n"-joined text. */
+typedef struct { PyObject *t; sbuf b; } tabbuf;
+
+/* One cell: 0 written, 1 not a float/int/None (the caller falls back), -1 error. */
+static int put_csv_cell(sbuf *b, PyObject *v) {
+    double d;
+    if (v == Py_None) return 0;
+    if (PyFloat_CheckExact(v)) d = PyFloat_AS_DOUBLE(v);
+    else if (PyLong_CheckExact(v)) {
+        d = PyLong_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+    } else return 1;
+    if (d == (double)(long long)d && d > -1e15 && d < 1e15 && !(d == 0.0 && signbit(d))) {
+        char tmp[32];
+        snprintf(tmp, sizeof tmp, "%lld.0", (long long)d);
+        return sb_str(b, tmp) ? -1 : 0;
+    }
+    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (!r) return -1;
+    int rc = sb_str(b, r);
+    PyMem_Free(r);
+    return rc ? -1 : 0;
+}
+
+static int format_row_into(tabbuf *tb, PyObject *row, PyObject *format_fallback) {
+    PyObject *t = tb->t;
     PyObject *values = PyList_GET_ITEM(row, 3);
     Py_ssize_t width = PyDict_GET_SIZE(PyList_GET_ITEM(t, T_COLUMNS)), pos = 0;
     PyObject *k, *v;
@@ -566,6 +590,30 @@ static int format_row_into(PyObject *t, PyObject *row, PyObject *format_fallback
         if (!w) return -1;
         PyList_SetItem(t, T_NARROWEST, w);
     }
+    sbuf *b = &tb->b;
+    size_t mark = b->len;
+    if (b->len && sb_put(b, "\r\n", 2)) return -1;
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if (i && sb_put(b, ",", 1)) return -1;
+        rc = put_csv_cell(b, PyList_GET_ITEM(row, i));
+    }
+    for (Py_ssize_t i = 0; i < width && rc == 0; i++) {
+        if (sb_put(b, ",", 1)) return -1;
+        PyObject *key = PyLong_FromSsize_t(i);
+        if (!key) return -1;
+        PyObject *c = PyDict_GetItemWithError(values, key);
+        Py_DECREF(key);
+        if (!c) {
+            if (PyErr_Occurred()) return -1;
+            continue;
+        }
+        rc = put_csv_cell(b, c);
+    }
+    if (rc < 0) return -1;
+    if (rc == 0) return 0;
+    /* A cell of another type: the Python formatter for the whole row, exactly. */
+    b->len = mark;
     PyObject *cells = PyList_New(3 + width);
     if (!cells) return -1;
     for (int i = 0; i < 3; i++) {
@@ -585,20 +633,33 @@ static int format_row_into(PyObject *t, PyObject *row, PyObject *format_fallback
         Py_INCREF(c);
         PyList_SET_ITEM(cells, 3 + i, c);
     }
-    PyObject *line = csv_row(NULL, cells);
-    if (line == Py_NotImplemented) {
-        Py_DECREF(line);
-        line = PyObject_CallOneArg(format_fallback, cells);
-    }
+    PyObject *line = PyObject_CallOneArg(format_fallback, cells);
     Py_DECREF(cells);
     if (!line) return -1;
-    int rc = PyList_Append(lines, line);
+    Py_ssize_t n;
+    const char *txt = PyUnicode_AsUTF8AndSize(line, &n);
+    int rc2 = (!txt || (b->len && sb_put(b, "\r\n", 2)) || sb_put(b, txt, (size_t)n)) ? -1 : 0;
     Py_DECREF(line);
+    return rc2;
+}
+
+/* the rows of `tb` as one entry of the table's pending lines */
+static int flush_tabbuf(tabbuf *tb) {
+    int rc = 0;
+    if (tb->t && tb->b.len) {
+        PyObject *text = PyUnicode_DecodeUTF8(tb->b.buf, (Py_ssize_t)tb->b.len, "strict");
+        rc = text ? PyList_Append(PyList_GET_ITEM(tb->t, T_LINES), text) : -1;
+        Py_XDECREF(text);
+    }
+    PyMem_Free(tb->b.buf);
+    tb->b.buf = NULL;
+    tb->b.len = tb->b.cap = 0;
     return rc;
 }
 
 /* _push: the current row is complete */
-static int push_row(PyObject *t, PyObject *format_fallback) {
+static int push_row(tabbuf *tb, PyObject *format_fallback) {
+    PyObject *t = tb->t;
     PyObject *row = PyList_GET_ITEM(t, T_CUR);
     Py_INCREF(row);
     Py_INCREF(Py_None);
@@ -624,21 +685,22 @@ static int push_row(PyObject *t, PyObject *format_fallback) {
             Py_INCREF(lr);
             PyList_SetItem(first, 2, lr);
         }
-        int rc = format_row_into(t, first, format_fallback);
+        int rc = format_row_into(tb, first, format_fallback);
         Py_DECREF(first);
         if (rc) { Py_DECREF(row); return -1; }
     }
-    int rc = format_row_into(t, row, format_fallback);
+    int rc = format_row_into(tb, row, format_fallback);
     Py_DECREF(row);
     return rc;
 }
 
 /* values dict of table t for key `iteration`, starting a new row when the key changes (borrowed ref) */
-static PyObject *row_values(PyObject *t, PyObject *iteration, PyObject *seconds, PyObject *lr, PyObject *format_fallback) {
+static PyObject *row_values(tabbuf *tb, PyObject *iteration, PyObject *seconds, PyObject *lr, PyObject *format_fallback) {
+    PyObject *t = tb->t;
     int same = PyObject_RichCompareBool(iteration, PyList_GET_ITEM(t, T_KEY), Py_EQ);
     if (same < 0) return NULL;
     if (same) return PyList_GET_ITEM(PyList_GET_ITEM(t, T_CUR), 3);
-    if (PyList_GET_ITEM(t, T_CUR) != Py_None && push_row(t, format_fallback)) return NULL;
+    if (PyList_GET_ITEM(t, T_CUR) != Py_None && push_row(tb, format_fallback)) return NULL;
     PyObject *values = PyDict_New();
     if (!values) return NULL;
     PyObject *row = PyList_New(4);
@@ -679,6 +741,8 @@ static PyObject *csv_pivot(PyObject *self, PyObject *args) {
     NO_ROW = no_row;
     PyObject *seq = PySequence_Fast(events, "events must be a sequence");
     if (!seq) return NULL;
+    tabbuf tb_train = {train, {NULL, 0, 0}}, tb_test = {test, {NULL, 0, 0}};
+    tabbuf tb_loss = {loss == Py_None ? NULL : loss, {NULL, 0, 0}};
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *lr = PyList_GET_ITEM(state, 0);
@@ -691,6 +755,7 @@ static PyObject *csv_pivot(PyObject *self, PyObject *args) {
         PyObject *iteration = PyTuple_GET_ITEM(ev, 2), *phase = PyTuple_GET_ITEM(ev, 3);
         PyObject *test_net = PyTuple_GET_ITEM(ev, 4), *seconds = PyTuple_GET_ITEM(ev, 5);
         PyObject *t, *values;
+        tabbuf *tb;
         PyObject *col = NULL; /* owned when set */
         int is_train = PyUnicode_Check(phase) && PyUnicode_Compare(phase, S_train) == 0;
         if (is_train) {
@@ -701,7 +766,7 @@ static PyObject *csv_pivot(PyObject *self, PyObject *args) {
             if (is_lr || is_total || is_speed) {
                 if (is_lr) { Py_INCREF(value); Py_DECREF(lr); lr = value; }
                 else if (is_total && loss_active) {
-                    values = row_values(loss, iteration, seconds, lr, ffb);
+                    values = row_values(&tb_loss, iteration, seconds, lr, ffb);
                     if (!values) goto error;
                     PyObject *lname = PyUnicode_InternFromString("loss");
                     if (!lname || set_value(loss, values, lname, value)) { Py_XDECREF(lname); goto error; }
@@ -711,13 +776,15 @@ static PyObject *csv_pivot(PyObject *self, PyObject *args) {
             }
             loss_active = 0;
             t = train;
+            tb = &tb_train;
         } else {
             t = test;
+            tb = &tb_test;
             int tn = PyObject_IsTrue(test_net);
             if (tn < 0) goto error;
             if (tn) { col = PyUnicode_FromFormat("%S#%S", name, test_net); if (!col) goto error; }
         }
-        values = row_values(t, iteration, seconds, lr, ffb);
+        values = row_values(tb, iteration, seconds, lr, ffb);
         if (!values) { Py_XDECREF(col); goto error; }
         int rc = set_value(t, values, col ? col : name, value);
         Py_XDECREF(col);
@@ -726,10 +793,19 @@ static PyObject *csv_pivot(PyObject *self, PyObject *args) {
     Py_DECREF(seq);
     PyList_SetItem(state, 0, lr);
     PyList_SetItem(state, 1, PyBool_FromLong(loss_active));
+    {
+        int rc = flush_tabbuf(&tb_train);
+        rc |= flush_tabbuf(&tb_test);
+        rc |= flush_tabbuf(&tb_loss);
+        if (rc) return NULL;
+    }
     Py_RETURN_NONE;
 error:
     Py_DECREF(seq);
     Py_DECREF(lr);
+    PyMem_Free(tb_train.b.buf);
+    PyMem_Free(tb_test.b.buf);
+    PyMem_Free(tb_loss.b.buf);
     return NULL;
 }
 

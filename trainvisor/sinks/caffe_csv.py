@@ -109,8 +109,9 @@ class _Table:
         line = _c_csv_row(cells) if _c_csv_row is not None else NotImplemented
         return _format_cells(cells) if line is NotImplemented else line
 
-    def spill_if_large(self) -> None:
-        if len(self.s[_LINES]) >= 4096:
+    def spill_if_large(self, max_entries: int) -> None:
+        """Pending lines go to the temporary file in batches: memory stays flat."""
+        if len(self.s[_LINES]) >= max_entries:
             self._spill()
 
     def _spill(self) -> None:
@@ -187,12 +188,14 @@ class CaffeCsvSink:
             _c_pivot(events, Metric, self._state, self._train.s, self._test.s, loss, _format_cells, _NO_ROW)
             if not self._state[1]:
                 self._loss_only = None
+            max_entries = 32  # the C loop adds one entry of many rows per call
         else:
             self._write_python(events)
-        self._train.spill_if_large()
-        self._test.spill_if_large()
+            max_entries = 4096  # one row per entry
+        self._train.spill_if_large(max_entries)
+        self._test.spill_if_large(max_entries)
         if self._loss_only is not None:
-            self._loss_only.spill_if_large()
+            self._loss_only.spill_if_large(max_entries)
 
     def _write_python(self, events: Sequence[Event]) -> None:
         train, test = self._train, self._test
