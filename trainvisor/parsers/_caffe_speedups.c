@@ -428,6 +428,25 @@ static int put_number(sbuf *b, PyObject *v) {
     PyMem_Free(r);
     return rc ? -1 : 0;
 }
+/* put_number for a field whose object often repeats (wall_time is one object per
+ * block, seconds one per line): the text of the last object is reused. The cache
+ * holds a reference, so an address cannot be reused by another object meanwhile. */
+typedef struct { PyObject *obj; char text[40]; size_t len; } numcache;
+
+static int put_number_cached(sbuf *b, PyObject *v, numcache *c) {
+    if (v == c->obj) return sb_put(b, c->text, c->len) ? -1 : 0;
+    size_t mark = b->len;
+    int rc = put_number(b, v);
+    if (rc == 0 && b->len - mark < sizeof c->text) {
+        Py_XDECREF(c->obj);
+        Py_INCREF(v);
+        c->obj = v;
+        c->len = b->len - mark;
+        memcpy(c->text, b->buf + mark, c->len);
+    }
+    return rc;
+}
+
 /* int or None; same conventions */
 static int put_int(sbuf *b, PyObject *v) {
     char tmp[32];
@@ -455,6 +474,7 @@ static PyObject *format_metrics(PyObject *self, PyObject *args) {
     PyObject *seq = PySequence_Fast(events, "events must be a sequence");
     if (!seq) return NULL;
     sbuf b = {NULL, 0, 0};
+    numcache seconds_cache = {NULL, {0}, 0}, wall_cache = {NULL, {0}, 0};
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -469,9 +489,9 @@ static PyObject *format_metrics(PyObject *self, PyObject *args) {
             if (!rc) rc = sb_str(&b, ", \"iteration\": ") ? -1 : put_int(&b, f[2]);
             if (!rc) rc = sb_str(&b, ", \"phase\": ") ? -1 : put_cached(&b, names, f[3]);
             if (!rc) rc = sb_str(&b, ", \"test_net\": ") ? -1 : put_int(&b, f[4]);
-            if (!rc) rc = sb_str(&b, ", \"seconds\": ") ? -1 : put_number(&b, f[5]);
+            if (!rc) rc = sb_str(&b, ", \"seconds\": ") ? -1 : put_number_cached(&b, f[5], &seconds_cache);
             if (!rc) rc = sb_str(&b, ", \"epoch\": ") ? -1 : put_number(&b, f[6]);
-            if (!rc) rc = sb_str(&b, ", \"wall_time\": ") ? -1 : put_number(&b, f[7]);
+            if (!rc) rc = sb_str(&b, ", \"wall_time\": ") ? -1 : put_number_cached(&b, f[7], &wall_cache);
             if (!rc) rc = sb_str(&b, ", \"line\": ") ? -1 : put_int(&b, f[8]);
             if (!rc) rc = sb_str(&b, "}\n") ? -1 : 0;
         }
@@ -489,8 +509,12 @@ static PyObject *format_metrics(PyObject *self, PyObject *args) {
     Py_DECREF(seq);
     PyObject *res = PyUnicode_DecodeUTF8(b.buf ? b.buf : "", (Py_ssize_t)b.len, "strict");
     PyMem_Free(b.buf);
+    Py_XDECREF(seconds_cache.obj);
+    Py_XDECREF(wall_cache.obj);
     return res;
 error:
+    Py_XDECREF(seconds_cache.obj);
+    Py_XDECREF(wall_cache.obj);
     Py_DECREF(seq);
     PyMem_Free(b.buf);
     return NULL;
