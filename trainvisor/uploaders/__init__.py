@@ -1,0 +1,46 @@
+"""Destinations for checkpoints, chosen by URL scheme (`file://` built in)."""
+from __future__ import annotations
+
+from typing import Callable
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError
+from .base import Progress, UploadedObject, Uploader, UploadError
+from .local import LocalUploader
+
+__all__ = [
+    "Progress",
+    "UploadError",
+    "UploadedObject",
+    "Uploader",
+    "LocalUploader",
+    "register_uploader",
+    "open_uploader",
+]
+
+_FACTORIES: dict[str, Callable[[str], Uploader]] = {}
+
+
+def register_uploader(scheme: str, factory: Callable[[str], Uploader]) -> None:
+    """Make `scheme://...` URLs open with `factory(url)`."""
+    _FACTORIES[scheme] = factory
+
+
+def open_uploader(url: str) -> Uploader:
+    """The uploader for `url`; a one-line ConfigError for an unknown scheme."""
+    scheme = urlsplit(url).scheme
+    factory = _FACTORIES.get(scheme)
+    if factory is None:
+        known = ", ".join(f"{s}://" for s in sorted(_FACTORIES))
+        raise ConfigError(f"unsupported upload destination {url!r} (known: {known})")
+    return factory(url)
+
+
+def _open_file(url: str) -> Uploader:
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost") or not parts.path:
+        raise ConfigError(f"file URL must look like file:///absolute/path, got {url!r}")
+    return LocalUploader(parts.path, url=url)
+
+
+register_uploader("file", _open_file)
