@@ -44,3 +44,18 @@ def _open_file(url: str) -> Uploader:
 
 
 register_uploader("file", _open_file)
+
+
+def _open_s3(url: str) -> Uploader:
+    """`s3://bucket/prefix`; the endpoint of an S3-compatible store comes from AWS_ENDPOINT_URL."""
+    import os
+
+    from .s3 import S3Uploader  # boto3 is slow to import: only when asked for
+
+    parts = urlsplit(url)
+    if not parts.netloc:
+        raise ConfigError(f"S3 URL must look like s3://bucket/prefix, got {url!r}")
+    return S3Uploader(parts.netloc, url=url, endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+
+
+register_uploader("s3", _open_s3)
