@@ -48,3 +48,11 @@ def test_missing_bucket_fails_preflight_with_one_line(moto):
     assert not err.value.retryable
     assert str(err.value) == "cannot write a probe object on s3://nobucket: NoSuchBucket"
     assert "testing" not in str(err.value)
+
+
+def test_offline_mode_refuses_the_public_aws_endpoint():
+    from trainvisor.errors import ConfigError
+    from trainvisor.uploaders import open_uploader
+
+    with pytest.raises(ConfigError, match="TRAINVISOR_OFFLINE=1 but s3://b/p would reach the public AWS endpoint"):
+        open_uploader("s3://b/p")

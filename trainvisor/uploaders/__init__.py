@@ -55,7 +55,20 @@ def _open_s3(url: str) -> Uploader:
     parts = urlsplit(url)
     if not parts.netloc:
         raise ConfigError(f"S3 URL must look like s3://bucket/prefix, got {url!r}")
-    return S3Uploader(parts.netloc, url=url, endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
+    _refuse_public_host_when_offline(endpoint, url)
+    return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint)
+
+
+def _refuse_public_host_when_offline(endpoint: "str | None", url: str) -> None:
+    """With TRAINVISOR_OFFLINE=1 (tests, demo) only a loopback endpoint is allowed."""
+    import os
+
+    if os.environ.get("TRAINVISOR_OFFLINE") != "1":
+        return
+    host = urlsplit(endpoint).hostname if endpoint else None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ConfigError(f"TRAINVISOR_OFFLINE=1 but {url} would reach {host or 'the public AWS endpoint'}")
 
 
 register_uploader("s3", _open_s3)
