@@ -1,0 +1,60 @@
+"""UploadManager against the real file:// store: sets verified, manifest last, retries, failures."""
+from __future__ import annotations
+
+import json
+
+from trainvisor.events import Checkpoint, CheckpointFile
+from trainvisor.uploaders import LocalUploader, UploadError
+from trainvisor.uploaders.manager import RetryPolicy, UploadManager
+
+
+def _checkpoint(tmp_path, n=2):
+    snap = tmp_path / "snap"
+    snap.mkdir(exist_ok=True)
+    files = []
+    for ext in ("caffemodel", "solverstate")[:n]:
+        p = snap / f"net_iter_100.{ext}"
+        p.write_bytes(ext.encode() * 1000)
+        files.append(CheckpointFile(path=str(p), relpath=p.name))
+    return Checkpoint(name="net_iter_100", files=tuple(files), iteration=100, epoch=1.0, root=str(snap))
+
+
+class FlakyStore(LocalUploader):
+    """A real local store whose first `n` uploads raise a retryable error."""
+
+    def __init__(self, root, n):
+        super().__init__(root)
+        self.left = n
+
+    def upload(self, local_path, key, *, progress=None):
+        if self.left:
+            self.left -= 1
+            raise UploadError("503 Service Unavailable", retryable=True)
+        return super().upload(local_path, key, progress=progress)
+
+
+def test_checkpoint_set_and_manifest_are_uploaded_and_verified(tmp_path):
+    store = tmp_path / "store"
+    m = UploadManager(FlakyStore(str(store), 3), run_dir=str(tmp_path / "run"), run_id="r1",
+                      prefix="ckpt", sleep=lambda s: None)
+    cp = _checkpoint(tmp_path)
+    m.submit(cp)
+    report = m.drain(10)
+    m.close()
+    assert report.pending == () and report.failed == ()
+    manifest = json.loads((store / "ckpt/r1/net_iter_100.manifest.json").read_text())
+    assert [f["key"] for f in manifest["files"]] == ["ckpt/r1/net_iter_100.caffemodel", "ckpt/r1/net_iter_100.solverstate"]
+    assert manifest["iteration"] == 100
+    for f in cp.files:
+        assert (store / "ckpt/r1" / f.relpath).read_bytes() == open(f.path, "rb").read()
+
+
+def test_permanent_error_leaves_no_manifest_and_is_reported(tmp_path):
+    store = tmp_path / "store"
+    m = UploadManager(FlakyStore(str(store), 100), run_dir=str(tmp_path / "run"), run_id="r1",
+                      retry=RetryPolicy(attempts=2), sleep=lambda s: None)
+    m.submit(_checkpoint(tmp_path, 1))
+    report = m.drain(5)
+    m.close()
+    assert "r1/net_iter_100.caffemodel" in report.failed
+    assert not (store / "r1/net_iter_100.manifest.json").exists()

@@ -1,0 +1,58 @@
+"""S3 uploader against a real moto server on 127.0.0.1 (HTTP, no patching)."""
+from __future__ import annotations
+
+import logging
+import os
+
+import boto3
+import pytest
+
+from trainvisor.uploaders import UploadError
+from trainvisor.uploaders.s3 import S3Uploader
+
+
+@pytest.fixture
+def moto(tmp_path, monkeypatch):
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        empty = tmp_path / name
+        empty.write_text("")
+        monkeypatch.setenv(name, str(empty))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_multipart_upload_is_verified_and_byte_identical(moto, tmp_path):
+    boto3.client("s3", endpoint_url=moto).create_bucket(Bucket="ckpt")
+    src = tmp_path / "big.caffemodel"
+    src.write_bytes(os.urandom(1 << 20) * 20)
+    up = S3Uploader("ckpt", url="s3://ckpt", endpoint_url=moto)
+    up.preflight()
+    obj = up.upload(str(src), "r1/big.caffemodel")
+    body = boto3.client("s3", endpoint_url=moto).get_object(Bucket="ckpt", Key="r1/big.caffemodel")["Body"].read()
+    assert body == src.read_bytes() and obj.size == len(body) and obj.checksum.endswith("-3")
+
+
+def test_missing_bucket_fails_preflight_with_one_line(moto):
+    with pytest.raises(UploadError) as err:
+        S3Uploader("nobucket", url="s3://nobucket", endpoint_url=moto).preflight()
+    assert not err.value.retryable
+    assert str(err.value) == "cannot write a probe object on s3://nobucket: NoSuchBucket"
+    assert "testing" not in str(err.value)
+
+
+def test_offline_mode_refuses_the_public_aws_endpoint():
+    from trainvisor.errors import ConfigError
+    from trainvisor.uploaders import open_uploader
+
+    with pytest.raises(ConfigError, match="TRAINVISOR_OFFLINE=1 but s3://b/p would reach the public AWS endpoint"):
+        open_uploader("s3://b/p")

@@ -1,0 +1,44 @@
+"""The contract every destination implements: preflight, then upload-and-verify one file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol
+
+from ..errors import TrainvisorError
+
+__all__ = ["UploadError", "UploadedObject", "Uploader", "Progress"]
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes sent since the last call."""
+
+
+class UploadError(TrainvisorError):
+    """An upload failed. `retryable` says whether trying again can help (5xx, dropped connection)
+    or not (bad credentials, missing bucket); the message never contains credentials."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class UploadedObject:
+    """What the destination holds after a verified upload."""
+
+    key: str
+    size: int
+    checksum: str
+
+
+class Uploader(Protocol):
+    """One destination. `upload` returns only once the stored object is verified, else raises."""
+
+    url: str
+
+    def preflight(self) -> None:
+        """Check credentials, bucket and write permission; raise UploadError(retryable=False)."""
+
+    def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
+        """Upload one file under `key` and verify it."""

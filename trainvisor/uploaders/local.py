@@ -1,0 +1,84 @@
+"""`file:///path`: the embedded default store, with the same guarantees as a remote one.
+
+Each object is written to a temporary name in the destination directory, fsynced, renamed into
+place and the directory fsynced: a reader never sees a partial object, a crash leaves none.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Optional
+
+from .base import Progress, UploadedObject, UploadError
+
+__all__ = ["LocalUploader"]
+
+_CHUNK = 1 << 20
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class LocalUploader:
+    """Copies files under a root directory; checksum is sha256 re-read from the stored copy."""
+
+    def __init__(self, root: str, *, url: str = "") -> None:
+        self.root = Path(root)
+        self.url = url or f"file://{self.root}"
+
+    def _target(self, key: str) -> Path:
+        target = (self.root / key).resolve()
+        if self.root.resolve() not in target.parents:
+            raise UploadError(f"key {key!r} escapes the destination {self.root}", retryable=False)
+        return target
+
+    def preflight(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".trainvisor-probe-{os.getpid()}"
+            probe.write_bytes(b"probe")
+            probe.unlink()
+        except OSError as exc:
+            raise UploadError(f"cannot write to {self.url}: {exc.strerror}", retryable=False) from exc
+
+    def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
+        target = self._target(key)
+        tmp = target.with_name(f".{target.name}.trainvisor-tmp")
+        src_hash = hashlib.sha256()
+        size = 0
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(local_path, "rb") as src, open(tmp, "wb") as dst:
+                while chunk := src.read(_CHUNK):
+                    dst.write(chunk)
+                    src_hash.update(chunk)
+                    size += len(chunk)
+                    if progress is not None:
+                        progress(len(chunk))
+                dst.flush()
+                os.fsync(dst.fileno())
+            stored = _sha256(tmp)
+            if stored != src_hash.hexdigest():
+                tmp.unlink()
+                raise UploadError(f"{key}: stored copy does not match the source", retryable=True)
+            os.replace(tmp, target)
+            _fsync_dir(target.parent)
+        except FileNotFoundError as exc:
+            raise UploadError(f"{local_path}: no such file", retryable=False) from exc
+        except OSError as exc:
+            raise UploadError(f"{key}: cannot write to {self.url}: {exc.strerror}", retryable=True) from exc
+        return UploadedObject(key=key, size=size, checksum=f"sha256:{stored}")
