@@ -23,6 +23,7 @@ from .replay import replay_stream
 from .sinks.jsonl import JsonlSink
 from .sinks.stats import StatsSink
 from .summary import format_summary
+from .uploaders.options import UploadOptions, build_manager, upload_options
 from .watch.options import WatchOptions, build_watcher, watch_options
 
 __all__ = ["main", "cli"]
@@ -133,9 +134,10 @@ def cli() -> None:
 @click.option("--summary/--no-summary", default=None, help="Print a summary at the end (default: when stderr is a terminal).")
 @click.option("-q", "--quiet", is_flag=True, help="No trainvisor warnings on stderr (they still go to the run log).")
 @watch_options
+@upload_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, run_dir, run_id, log_file, shell, cwd,
-        kill_timeout, summary, quiet, command, watch_opts: WatchOptions) -> None:
+        kill_timeout, summary, quiet, command, watch_opts: WatchOptions, upload_opts: UploadOptions) -> None:
     """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`."""
     command = list(command)
     if command and command[0] == "--":
@@ -148,14 +150,14 @@ def run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_
     log_server = _setup_logging(rd, quiet=quiet)
     try:
         exit_code = _run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file,
-                         shell, cwd, kill_timeout, summary, command, log_server, watch_opts)
+                         shell, cwd, kill_timeout, summary, command, log_server, watch_opts, upload_opts)
     finally:
         _close_logging(log_server)
     sys.exit(exit_code)
 
 
 def _run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics_path, rd, run_id, log_file, shell, cwd,
-         kill_timeout, summary, command, log_server, watch_opts: WatchOptions) -> int:
+         kill_timeout, summary, command, log_server, watch_opts: WatchOptions, upload_opts: UploadOptions) -> int:
     from .supervisor import Supervisor
     from .watch.record import CheckpointRecord, FanOut
 
@@ -167,13 +169,23 @@ def _run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics
         summary = sys.stderr.isatty()
     counts = StatsSink()
     sinks = [sink, counts] if summary else [sink]
-    # Checkpoint watching: set up (and config errors raised) before the training starts.
-    watcher = build_watcher(watch_opts, argv=command, cwd=os.path.abspath(cwd or os.getcwd()),
-                            consumer=FanOut([CheckpointRecord(rd / "checkpoints.jsonl")]),
-                            iters_per_epoch=iters_per_epoch)
+    # Checkpoint watching and uploading: set up, preflighted, and config errors
+    # raised before the training starts, not ten hours into it.
+    manager = build_manager(upload_opts, run_dir=str(rd), run_id=run_id)
+    consumers = [CheckpointRecord(rd / "checkpoints.jsonl")] + ([manager] if manager is not None else [])
+    try:
+        watcher = build_watcher(watch_opts, argv=command, cwd=os.path.abspath(cwd or os.getcwd()),
+                                consumer=FanOut(consumers), iters_per_epoch=iters_per_epoch)
+    except BaseException:
+        if manager is not None:
+            manager.close()
+        raise
     if watcher is not None:
         sinks.append(watcher.announcement_sink())
         log.info("watching %s for checkpoints", ", ".join(watcher.roots))
+    elif manager is not None:
+        log.warning("--upload-to %s: no directory to watch (give --watch DIR), nothing will be uploaded",
+                    upload_opts.upload_to)
     log.info("run %s: %s (parser %s, metrics %s)", run_id, " ".join(command), parser_name, metrics)
     sup = Supervisor(
         command, parser=parser, sinks=sinks, shell=shell, cwd=cwd,
@@ -188,12 +200,28 @@ def _run(parser_name, rules_path, year, iters_per_epoch, max_line_bytes, metrics
     finally:
         if watcher is not None:
             watcher.stop(drain=True)
+        if manager is not None:
+            _drain_uploads(manager, upload_opts)
     log.info("run %s ended: exit code %d, %d lines, %d events", run_id, result.exit_code,
              result.stats.lines, result.stats.events)
     if summary:
         click.echo(format_summary(result.stats, counts, exit_code=result.exit_code, faults=result.faults,
                                   metrics_path=str(metrics), run_dir=str(rd)), err=True)
     return result.exit_code
+
+
+def _drain_uploads(manager, opts: UploadOptions) -> None:
+    try:
+        report = manager.drain(opts.drain_timeout)
+    finally:
+        manager.close()
+    if report.pending or report.failed:
+        for key in report.pending:
+            log.warning("upload not finished within --drain-timeout %gs: %s", opts.drain_timeout, key)
+        for key in report.failed:
+            log.error("upload failed for good: %s (see the run log)", key)
+    else:
+        log.info("all checkpoint uploads verified")
 
 
 def _open_log(path: str):

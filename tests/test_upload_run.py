@@ -1,0 +1,92 @@
+"""`trainvisor run --watch DIR --upload-to URL`: every checkpoint of a fake-Caffe run
+reaches the destination, verified, with its manifest, and the output is unchanged."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import FAKE_CAFFE
+
+TRAINVISOR = [sys.executable, "-m", "trainvisor"]
+ITERS = 1000  # fake-caffe --generate 1000 snapshots every 100 iterations: 10 checkpoints
+
+
+def fake_caffe_run(tmp_path: Path, tag: str, extra: list[str], *, env=None, size: int) -> subprocess.CompletedProcess:
+    work = tmp_path / tag
+    work.mkdir()
+    return subprocess.run(
+        TRAINVISOR + ["run", "--run-dir", str(work / "run"), "--run-id", "r1", "--watch", str(work / "snap"), *extra,
+                      "--", sys.executable, str(FAKE_CAFFE), "train", "--generate", str(ITERS),
+                      "--snapshot-dir", str(work / "snap"), "--snapshot-size", str(size)],
+        capture_output=True, cwd=work, timeout=300, env=env)
+
+
+def expected_files(work: Path) -> dict[str, bytes]:
+    snap = work / "snap"
+    return {str(p.relative_to(snap)): p.read_bytes() for p in sorted(snap.rglob("*")) if p.is_file()}
+
+
+def test_every_checkpoint_is_uploaded_to_a_local_store_with_manifests(tmp_path):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    plain = fake_caffe_run(tmp_path, "plain", [], size=1 << 20)
+    up = fake_caffe_run(tmp_path, "up", ["--upload-to", f"file://{dest}"], size=1 << 20)
+    assert plain.returncode == 0 and up.returncode == 0, up.stderr[-2000:]
+    assert up.stderr == plain.stderr and up.stdout == plain.stdout  # the training's output is untouched
+    files = expected_files(tmp_path / "up")
+    assert len(files) == 20  # 10 x (.caffemodel + .solverstate)
+    for rel, data in files.items():
+        assert (dest / "r1" / rel).read_bytes() == data
+    manifests = sorted((dest / "r1").rglob("*.manifest.json"))
+    assert len(manifests) == 10
+    m = json.loads(manifests[0].read_text())
+    assert m["run_id"] == "r1" and len(m["files"]) == 2
+    assert {f["size"] for f in m["files"]} == {1 << 20}
+
+
+@pytest.fixture
+def moto_endpoint(monkeypatch):
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_every_checkpoint_is_uploaded_to_s3_with_manifests(tmp_path, moto_endpoint):
+    import boto3
+
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT_URL=moto_endpoint, AWS_EC2_METADATA_DISABLED="true", TRAINVISOR_OFFLINE="1",
+               AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    s3.create_bucket(Bucket="ckpt")
+    up = fake_caffe_run(tmp_path, "up", ["--upload-to", "s3://ckpt/backups"], env=env, size=9 << 20)
+    assert up.returncode == 0, up.stderr[-2000:]
+    files = expected_files(tmp_path / "up")
+    assert len(files) == 20
+    for rel, data in files.items():
+        assert s3.get_object(Bucket="ckpt", Key=f"backups/r1/{rel}")["Body"].read() == data
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="backups/r1/")["Contents"]]
+    assert sum(k.endswith(".manifest.json") for k in keys) == 10
+
+
+def test_a_missing_bucket_stops_the_run_before_the_training_starts(tmp_path, moto_endpoint):
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT_URL=moto_endpoint, AWS_EC2_METADATA_DISABLED="true", TRAINVISOR_OFFLINE="1")
+    up = fake_caffe_run(tmp_path, "up", ["--upload-to", "s3://nobucket/x"], env=env, size=1024)
+    assert up.returncode == 3
+    assert up.stderr.decode().count("\n") == 1 and "nobucket" in up.stderr.decode()
+    assert "test" not in up.stderr.decode().replace("trainvisor", "")  # no credentials in the message
+    assert not (tmp_path / "up" / "snap").exists()  # the training never started
