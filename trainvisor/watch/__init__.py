@@ -3,10 +3,18 @@ choose which to upload, and hand them to an uploader."""
 from .caffe_solver import SolverSnapshot, snapshot_target
 from .policy import UploadPolicy, parse_policy
 from .recognizers import Part, Recognizer, default_recognizers, register_recognizer
-from .watcher import AnnouncementSink, CheckpointConsumer, CheckpointWatcher, WatcherStats
 
 __all__ = [
     "AnnouncementSink", "CheckpointConsumer", "CheckpointWatcher", "WatcherStats", "Part", "Recognizer",
     "default_recognizers", "register_recognizer", "UploadPolicy", "parse_policy", "SolverSnapshot",
     "snapshot_target",
 ]
+
+
+def __getattr__(name: str):
+    # The watcher pulls in watchdog; commands that never watch (parse, replay) skip it.
+    if name in ("AnnouncementSink", "CheckpointConsumer", "CheckpointWatcher", "WatcherStats"):
+        from . import watcher
+
+        return getattr(watcher, name)
+    raise AttributeError(f"module 'trainvisor.watch' has no attribute {name!r}")

@@ -9,7 +9,7 @@ import functools
 import logging
 import os
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import click
 
@@ -17,7 +17,8 @@ from ..errors import ConfigError
 from .caffe_solver import snapshot_target
 from .policy import POLICY_CHOICES, parse_policy
 from .recognizers import default_recognizers
-from .watcher import CheckpointConsumer, CheckpointWatcher
+if TYPE_CHECKING:  # the watcher (and watchdog) load only when a watcher is built
+    from .watcher import CheckpointConsumer, CheckpointWatcher
 
 __all__ = ["WatchOptions", "watch_options", "build_watcher", "watch_dirs"]
 
@@ -94,5 +95,7 @@ def build_watcher(opts: WatchOptions, *, argv: Sequence[str], cwd: str, consumer
         full = os.path.join(cwd, d)
         if os.path.exists(full) and not os.path.isdir(full):
             raise ConfigError(f"--watch {d}: not a directory")
+    from .watcher import CheckpointWatcher
+
     return CheckpointWatcher(dirs, consumer=consumer, recognizers=recognizers, poll=opts.poll,
                              settle=opts.settle, policy=policy, cwd=cwd)
