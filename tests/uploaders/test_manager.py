@@ -58,3 +58,36 @@ def test_permanent_error_leaves_no_manifest_and_is_reported(tmp_path):
     m.close()
     assert "r1/net_iter_100.caffemodel" in report.failed
     assert not (store / "r1/net_iter_100.manifest.json").exists()
+
+
+class RewrittenDuringUpload(LocalUploader):
+    """A real local store; while the first upload runs, the training rewrites the file."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.calls = 0
+
+    def upload(self, local_path, key, *, progress=None):
+        self.calls += 1
+        obj = super().upload(local_path, key, progress=progress)
+        if self.calls == 1:
+            with open(local_path, "ab") as fh:
+                fh.write(b"second state")
+        return obj
+
+
+def test_a_file_rewritten_during_its_upload_is_uploaded_again_in_its_new_state(tmp_path):
+    store = tmp_path / "store"
+    up = RewrittenDuringUpload(str(store))
+    m = UploadManager(up, run_dir=str(tmp_path / "run"), run_id="r1", sleep=lambda s: None)
+    cp = _checkpoint(tmp_path, 1)
+    m.submit(cp)
+    report = m.drain(10)
+    m.close()
+    assert report.pending == () and report.failed == ()
+    final = open(cp.files[0].path, "rb").read()
+    assert final.endswith(b"second state")
+    assert (store / "r1" / cp.files[0].relpath).read_bytes() == final  # never left in the old state
+    manifest = json.loads((store / "r1/net_iter_100.manifest.json").read_text())
+    assert manifest["files"][0]["size"] == len(final)
+    assert up.calls == 3  # the file, again after the change, then the manifest

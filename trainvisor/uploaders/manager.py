@@ -125,7 +125,20 @@ class UploadManager:
         for attempt in range(self._retry.attempts):
             self._journal.start(key)
             try:
+                before = os.stat(path)
                 obj = self._up.upload(path, key)
+                after = os.stat(path)
+                if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or obj.size != after.st_size:
+                    # Verified, but of a file that was being rewritten meanwhile: the
+                    # stored copy may be a mix of both states. Never record that as done.
+                    raise UploadError(f"{path} changed during its upload", retryable=True)
+            except OSError as exc:
+                exc = UploadError(f"cannot read {path}: {exc.strerror}", retryable=False)
+                self._journal.failed(key, str(exc))
+                with self._lock:
+                    self._failed.append(key)
+                    self._pending.discard(key)
+                return None
             except UploadError as exc:
                 if not exc.retryable or attempt + 1 == self._retry.attempts:
                     self._journal.failed(key, str(exc))
