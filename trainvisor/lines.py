@@ -126,17 +126,11 @@ class LineSplitter:
     def skip(self, newlines: int, ends_with_newline: bool) -> None:
         """Bytes that will never be fed (the supervisor dropped them from parsing
         because the pipeline fell behind). Lines they touch are counted, not emitted."""
-        if newlines:
-            self._pending = bytearray()
-            self._cut = False
-            self._skipping = False
-            self.lines += newlines
-            if not ends_with_newline:
-                self._skipping = True
-        else:
-            self._pending = bytearray()
-            self._cut = False
-            self._skipping = True
+        self._pending = bytearray()
+        self._cut = False
+        self.lines += newlines
+        # Unless the gap ended a line, the line it ends in was partly never seen.
+        self._skipping = newlines == 0 or not ends_with_newline
 
     def finish(self, time: float, wall_time: float) -> LineBlock | None:
         """End of stream: a last line without newline still counts as a line."""

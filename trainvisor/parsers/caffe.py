@@ -89,15 +89,6 @@ class _GlogClock:
         self._last_month = 0
         self.cache: dict[str, int] = {}
 
-    def absolute(self, date: str, usec: str) -> Optional[int]:
-        """Microseconds since Jan 1 of the first year (an int: exact differences)."""
-        base = self.cache.get(date)
-        if base is None:
-            base = self.base(date)
-            if base is None:
-                return None
-        return base + int(usec)
-
     def base(self, date: str) -> Optional[int]:
         """Microseconds of a whole-second glog date ('MMDD HH:MM:SS'); None if impossible."""
         m = _GLOG_DATE.match(date)
@@ -158,8 +149,8 @@ class CaffeParser:
         return self._feed_python(block)
 
     def _feed_python(self, block: LineBlock) -> list[Event]:
-        # The per-match loop is the hot path of the whole tool: locals only,
-        # no calls that can be avoided (see bench/parse_throughput.py).
+        # The reference loop: _caffe_speedups.c implements exactly this for ASCII
+        # blocks (tests/test_caffe_speedups.py compares the two on every log).
         text = "\n" + block.text
         out: list[Event] = []
         append = out.append
@@ -211,31 +202,22 @@ class CaffeParser:
                         v = _float(speed)
                         if v is not None:
                             append(new(Metric, ("iter_per_sec", v, iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)))
-                    try:
-                        v = float(loss)
-                    except ValueError:
-                        v = _float(loss)
-                        if v is None:
-                            continue
+                    v = _float(loss)
+                    if v is None:
+                        continue
                     append(new(Metric, ("total_loss", v, iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)))
                 elif lr is not None:
-                    try:
-                        v = float(lr)
-                    except ValueError:
-                        v = _float(lr)
-                        if v is None:
-                            continue
+                    v = _float(lr)
+                    if v is None:
+                        continue
                     append(new(Metric, ("lr", v, iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)))
                 else:
                     self._test_iteration = iteration
                     self._test_net = int(net)
             elif name is not None:
-                try:
-                    v = float(val)
-                except ValueError:
-                    v = _float(val)
-                    if v is None:
-                        continue
+                v = _float(val)
+                if v is None:
+                    continue
                 if phase == "Tr":
                     append(new(Metric, (name, v, iteration, PHASE_TRAIN, None, seconds,
                                         iteration / ipe if ipe and iteration is not None else None, wall, line_no)))

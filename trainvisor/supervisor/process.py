@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import subprocess
-import time
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import psutil
@@ -153,13 +152,6 @@ class ProcessTree:
                 pass
         return alive
 
-    def signal_group(self, sig: int) -> None:
-        """Send `sig` to the child's process group (the child leads it)."""
-        try:
-            os.killpg(self.child_pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     def terminate_all(self, *, timeout: float, exclude_child: bool = False) -> int:
         """SIGTERM every live process of the tree, SIGKILL what is left after
         `timeout`; returns how many had to be killed."""
@@ -195,12 +187,3 @@ def _send(p: psutil.Process, sig: int) -> bool:
         return True
     except psutil.Error:
         return False
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-    return True

@@ -137,9 +137,7 @@ class PipeReader(threading.Thread):
         self._clock = clock
         self._wall = wall_clock
         self._wake_r, self._wake_w = os.pipe()
-        self.bytes = 0
         self.dropped_bytes = 0
-        self.passthrough_error: Optional[str] = None
 
     def stop(self) -> None:
         """Make the reader return even if a grandchild still holds the pipe open."""
@@ -168,9 +166,7 @@ class PipeReader(threading.Thread):
         poller = select.poll()
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         poller.register(wake, select.POLLIN)
-        read, put, clock, wall = os.read, self._put, self._clock, self._wall
-        budget = self._budget
-        stream = self.stream
+        read, handle = os.read, self._handle
         while True:
             events = poller.poll()
             if any(efd == wake for efd, _ in events):
@@ -179,7 +175,7 @@ class PipeReader(threading.Thread):
                     data = read(fd, READ_SIZE)
                     if not data:
                         return
-                    self._handle(data, stream, put, clock, wall, budget)
+                    handle(data)
                 return
             try:
                 data = read(fd, READ_SIZE)
@@ -187,23 +183,24 @@ class PipeReader(threading.Thread):
                 continue
             if not data:
                 return
-            self._handle(data, stream, put, clock, wall, budget)
+            handle(data)
 
-    def _handle(self, data: bytes, stream: str, put, clock, wall, budget: ByteBudget) -> None:
-        self.bytes += len(data)
+    def _handle(self, data: bytes) -> None:
+        stream = self.stream
         if self.passthrough_fd is not None:
             try:
                 write_all(self.passthrough_fd, data)
             except OSError as exc:
                 # Our own stdout is gone (closed pipe): keep draining the child.
-                self.passthrough_error = os.strerror(exc.errno or errno.EIO)
-                log.warning("cannot pass %s through (%s); still parsing it", stream, self.passthrough_error)
+                log.warning("cannot pass %s through (%s); still parsing it", stream,
+                            os.strerror(exc.errno or errno.EIO))
                 self.passthrough_fd = None
         if self.run_log is not None:
             self.run_log.write(stream, data)
+        budget = self._budget
         if budget.in_flight() > budget.limit:
             self.dropped_bytes += len(data)
-            put(Gap(stream, len(data), data.count(b"\n"), data.endswith(b"\n")))
+            self._put(Gap(stream, len(data), data.count(b"\n"), data.endswith(b"\n")))
             return
         budget.produced += len(data)
-        put(Chunk(stream, data, clock(), wall()))
+        self._put(Chunk(stream, data, self._clock(), self._wall()))

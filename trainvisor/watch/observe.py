@@ -13,7 +13,7 @@ import logging
 import os
 import queue
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 from watchdog.events import (
     DirCreatedEvent,
