@@ -83,10 +83,15 @@ def test_every_checkpoint_is_uploaded_to_s3_with_manifests(tmp_path, moto_endpoi
 
 
 def test_a_missing_bucket_stops_the_run_before_the_training_starts(tmp_path, moto_endpoint):
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
-               AWS_ENDPOINT_URL=moto_endpoint, AWS_EC2_METADATA_DISABLED="true", TRAINVISOR_OFFLINE="1")
+    secret = "s3cr3t-Value-8c1f"
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDTRAINVISORTEST", AWS_SECRET_ACCESS_KEY=secret,
+               AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=moto_endpoint, AWS_EC2_METADATA_DISABLED="true",
+               TRAINVISOR_OFFLINE="1")
     up = fake_caffe_run(tmp_path, "up", ["--upload-to", "s3://nobucket/x"], env=env, size=1024)
+    err = up.stderr.decode()
     assert up.returncode == 3
-    assert up.stderr.decode().count("\n") == 1 and "nobucket" in up.stderr.decode()
-    assert "test" not in up.stderr.decode().replace("trainvisor", "")  # no credentials in the message
+    assert err.count("\n") == 1 and err.startswith("trainvisor: ") and "nobucket" in err
+    run_log = (tmp_path / "up" / "run" / "train.log").read_text()
+    for text in (err, run_log):  # credentials appear in neither the error nor the run log
+        assert secret not in text and "AKIDTRAINVISORTEST" not in text
     assert not (tmp_path / "up" / "snap").exists()  # the training never started
