@@ -124,10 +124,16 @@ def metrics_from_pairs(
     skip: frozenset = frozenset(),
     phase: Optional[str] = None,
 ) -> list[Metric]:
+    """One Metric per (key, value); a value may still be the raw text, and one that
+    is no number (or a key in `skip`) yields nothing."""
     out = []
     for key, value in items:
         if key in skip:
             continue
+        if isinstance(value, str):
+            value = to_float(value)
+            if value is None:
+                continue
         name, ph = names(key)
         out.append(Metric(name, value, iteration, phase or ph, None, seconds, epoch, wall_time, line))
     return out

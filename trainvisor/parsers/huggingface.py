@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..events import Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, to_float
+from .common import NUMBER, NameTable, metrics_from_pairs, to_float
 
 __all__ = ["HuggingFaceParser"]
 
@@ -54,12 +53,7 @@ class HuggingFaceParser(LineParser):
                 items.append((key, v))
         if not items:
             return None
-        names = self._names
-        out = []
         if any(k == "loss" for k, _ in items):
             self._logs += 1
-        step = self._logs
-        for key, v in items:
-            name, phase = names(key)
-            out.append(Metric(name, v, step, phase, None, None, epoch, wall_time, number))
-        return out
+        return metrics_from_pairs(items, self._names, iteration=self._logs, epoch=epoch, seconds=None,
+                                  wall_time=wall_time, line=number)

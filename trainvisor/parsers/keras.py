@@ -4,10 +4,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..events import Metric
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, fnum, to_float
+from .common import NUMBER, NameTable, fnum, metrics_from_pairs
 
 __all__ = ["KerasParser"]
 
@@ -45,14 +44,5 @@ class KerasParser(LineParser):
             n, total = int(m.group(1)), int(m.group(2))
             step = (self._epoch - 1) * total + n if self._epoch else n
         epoch = fnum(self._epoch) if self._epoch is not None else None
-        names = self._names
-        out = []
-        for key, raw in found:
-            if key in _SKIP:
-                continue
-            v = to_float(raw)
-            if v is None:
-                continue
-            name, phase = names(key)
-            out.append(Metric(name, v, step, phase, None, None, epoch, wall_time, number))
-        return out
+        return metrics_from_pairs(found, self._names, iteration=step, epoch=epoch, seconds=None,
+                                  wall_time=wall_time, line=number, skip=_SKIP)

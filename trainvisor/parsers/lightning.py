@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..events import PHASE_VAL, Metric
+from ..events import PHASE_VAL
 from . import register_parser
 from .base import LineParser
-from .common import NUMBER, NameTable, fnum, to_float
+from .common import NUMBER, NameTable, fnum, metrics_from_pairs
 
 __all__ = ["LightningParser"]
 
@@ -47,16 +47,10 @@ class LightningParser(LineParser):
         epoch, n, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
         step = epoch * total + n
         out, val = [], []
-        names = self._names
-        for key, raw in _KV_RE.findall(m.group(4)):
-            if key in _SKIP:
-                continue
-            v = to_float(raw)
-            if v is None:
-                continue
-            name, phase = names(key)
-            metric = Metric(name, v, step, phase, None, None, fnum(epoch), wall_time, number)
-            (val if phase == PHASE_VAL else out).append(metric)
+        for metric in metrics_from_pairs(_KV_RE.findall(m.group(4)), self._names, iteration=step,
+                                         epoch=fnum(epoch), seconds=None, wall_time=wall_time, line=number,
+                                         skip=_SKIP):
+            (val if metric.phase == PHASE_VAL else out).append(metric)
         if val:
             sig = tuple((x.name, x.value) for x in val)
             if sig != self._last_val:
