@@ -1,4 +1,4 @@
-"""The `trainvisor` command: run, replay, parse."""
+"""The `trainvisor` command: run, replay, parse, upload."""
 from __future__ import annotations
 
 import gc
@@ -286,6 +286,15 @@ def parsers_command() -> None:
     """List the available parsers with a one-line description each."""
     for name, description in available_parsers():
         click.echo(f"{name:<12} {description}")
+
+
+def _register_upload() -> None:
+    from .upload_command import upload
+
+    cli.add_command(upload)
+
+
+_register_upload()
 
 
 def _tune_gc() -> None:

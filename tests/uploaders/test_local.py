@@ -50,5 +50,5 @@ def test_unwritable_destination_fails_preflight(tmp_path):
 
 
 def test_unknown_scheme_names_the_url_and_known_schemes():
-    with pytest.raises(ConfigError, match=r"unsupported upload destination 'ftp://x/y' \(known: file://, s3://\)"):
+    with pytest.raises(ConfigError, match=r"unsupported upload destination 'ftp://x/y' \(known: file://, kodo://, s3://\)"):
         open_uploader("ftp://x/y")

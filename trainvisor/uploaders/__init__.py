@@ -1,7 +1,7 @@
 """Destinations for checkpoints, chosen by URL scheme (`file://` built in)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
@@ -18,25 +18,28 @@ __all__ = [
     "open_uploader",
 ]
 
-_FACTORIES: dict[str, Callable[[str], Uploader]] = {}
+Factory = Callable[[str, Optional[str]], Uploader]
+"""`factory(url, state_dir)`: state_dir (in the run directory) holds resumable-upload records."""
+
+_FACTORIES: dict[str, Factory] = {}
 
 
-def register_uploader(scheme: str, factory: Callable[[str], Uploader]) -> None:
-    """Make `scheme://...` URLs open with `factory(url)`."""
+def register_uploader(scheme: str, factory: Factory) -> None:
+    """Make `scheme://...` URLs open with `factory(url, state_dir)`."""
     _FACTORIES[scheme] = factory
 
 
-def open_uploader(url: str) -> Uploader:
+def open_uploader(url: str, *, state_dir: Optional[str] = None) -> Uploader:
     """The uploader for `url`; a one-line ConfigError for an unknown scheme."""
     scheme = urlsplit(url).scheme
     factory = _FACTORIES.get(scheme)
     if factory is None:
         known = ", ".join(f"{s}://" for s in sorted(_FACTORIES))
         raise ConfigError(f"unsupported upload destination {url!r} (known: {known})")
-    return factory(url)
+    return factory(url, state_dir)
 
 
-def _open_file(url: str) -> Uploader:
+def _open_file(url: str, state_dir: Optional[str]) -> Uploader:
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or not parts.path:
         raise ConfigError(f"file URL must look like file:///absolute/path, got {url!r}")
@@ -46,7 +49,7 @@ def _open_file(url: str) -> Uploader:
 register_uploader("file", _open_file)
 
 
-def _open_s3(url: str) -> Uploader:
+def _open_s3(url: str, state_dir: Optional[str]) -> Uploader:
     """`s3://bucket/prefix`; the endpoint of an S3-compatible store comes from AWS_ENDPOINT_URL."""
     import os
 
@@ -60,7 +63,7 @@ def _open_s3(url: str) -> Uploader:
     return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint)
 
 
-def _refuse_public_host_when_offline(endpoint: "str | None", url: str) -> None:
+def _refuse_public_host_when_offline(endpoint: "str | None", url: str, default: str = "the public AWS endpoint") -> None:
     """With TRAINVISOR_OFFLINE=1 (tests, demo) only a loopback endpoint is allowed."""
     import os
 
@@ -68,7 +71,24 @@ def _refuse_public_host_when_offline(endpoint: "str | None", url: str) -> None:
         return
     host = urlsplit(endpoint).hostname if endpoint else None
     if host not in ("127.0.0.1", "localhost", "::1"):
-        raise ConfigError(f"TRAINVISOR_OFFLINE=1 but {url} would reach {host or 'the public AWS endpoint'}")
+        raise ConfigError(f"TRAINVISOR_OFFLINE=1 but {url} would reach {host or default}")
 
 
 register_uploader("s3", _open_s3)
+
+
+def _open_kodo(url: str, state_dir: Optional[str]) -> Uploader:
+    """`kodo://bucket/prefix`; see trainvisor.uploaders.kodo.open_kodo for hosts and credentials."""
+    import os
+
+    from .kodo import open_kodo  # the qiniu SDK is imported only when asked for
+
+    uploader = open_kodo(url, state_dir=state_dir, env=os.environ)
+    hosts = uploader.hosts
+    _refuse_public_host_when_offline(hosts.up_host, url, "Qiniu's public hosts")
+    if hosts.rs_host:
+        _refuse_public_host_when_offline(hosts.rs_host, url, "Qiniu's public hosts")
+    return uploader
+
+
+register_uploader("kodo", _open_kodo)

@@ -2,16 +2,21 @@
 
 A file goes queued -> uploading -> verified (or failed). The row keeps the size and mtime_ns the
 file had when it was queued, so a file that changed is queued again rather than counted done, and
-a restart on the same run directory finds what is unfinished.
+a restart on the same run directory finds what is unfinished. Each checkpoint set is recorded
+too, until its manifest is verified, so a restart re-submits whole sets: manifests still come
+last, and files already verified in their current version are not uploaded again.
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from ..events import Checkpoint, CheckpointFile
 
 __all__ = ["Journal", "JournalEntry", "QUEUED", "UPLOADING", "VERIFIED", "FAILED"]
 
@@ -27,6 +32,12 @@ CREATE TABLE IF NOT EXISTS files (
     checksum TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sets (
+    set_key TEXT PRIMARY KEY,
+    checkpoint TEXT NOT NULL,
+    state TEXT NOT NULL,
     updated REAL NOT NULL
 )
 """
@@ -54,7 +65,7 @@ class Journal:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(_SCHEMA)
+        self._db.executescript(_SCHEMA)
 
     def queue(self, key: str, path: str, *, size: int, mtime_ns: int) -> bool:
         """Queue `path` for `key`; False when that exact version is already verified or pending."""
@@ -72,8 +83,14 @@ class Journal:
     def start(self, key: str) -> None:
         self._set(key, "state=?, attempts=attempts+1", (UPLOADING,))
 
-    def verified(self, key: str, checksum: str) -> None:
-        self._set(key, "state=?, checksum=?, last_error=NULL", (VERIFIED, checksum))
+    def verified(self, key: str, checksum: str, *, size: Optional[int] = None, mtime_ns: Optional[int] = None) -> None:
+        """Record `key` verified; size and mtime_ns say which version of the file was (it may
+        have changed since it was queued)."""
+        if size is None or mtime_ns is None:
+            self._set(key, "state=?, checksum=?, last_error=NULL", (VERIFIED, checksum))
+        else:
+            self._set(key, "state=?, checksum=?, size=?, mtime_ns=?, last_error=NULL",
+                      (VERIFIED, checksum, size, mtime_ns))
 
     def retry(self, key: str, error: str) -> None:
         self._set(key, "state=?, last_error=?", (QUEUED, error))
@@ -103,6 +120,40 @@ class Journal:
                 " FROM files WHERE state IN (?, ?) ORDER BY updated", (QUEUED, UPLOADING)
             ).fetchall()
         return [JournalEntry(*r) for r in rows]
+
+    def verified_checksum(self, key: str, *, size: int, mtime_ns: int) -> Optional[str]:
+        """The checksum of `key` if exactly this version of the file is verified, else None."""
+        entry = self.get(key)
+        if entry and entry.state == VERIFIED and (entry.size, entry.mtime_ns) == (size, mtime_ns):
+            return entry.checksum
+        return None
+
+    def add_set(self, set_key: str, checkpoint: Checkpoint) -> None:
+        """Remember a submitted set until `set_done`; a later submit of the same set replaces it."""
+        record = json.dumps({"name": checkpoint.name, "iteration": checkpoint.iteration,
+                             "epoch": checkpoint.epoch, "root": checkpoint.root,
+                             "framework": checkpoint.framework,
+                             "files": [[f.path, f.relpath] for f in checkpoint.files]})
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO sets (set_key, checkpoint, state, updated)"
+                             " VALUES (?, ?, ?, ?)", (set_key, record, QUEUED, time.time()))
+
+    def set_done(self, set_key: str, state: str = VERIFIED) -> None:
+        with self._lock:
+            self._db.execute("UPDATE sets SET state=?, updated=? WHERE set_key=?", (state, time.time(), set_key))
+
+    def unfinished_sets(self) -> list[Checkpoint]:
+        """Sets submitted but not finished (manifest not verified, no permanent failure)."""
+        with self._lock:
+            rows = self._db.execute("SELECT checkpoint FROM sets WHERE state=? ORDER BY updated",
+                                    (QUEUED,)).fetchall()
+        out = []
+        for (text,) in rows:
+            d = json.loads(text)
+            files = tuple(CheckpointFile(path=p, relpath=r) for p, r in d["files"])
+            out.append(Checkpoint(name=d["name"], files=files, iteration=d["iteration"], epoch=d["epoch"],
+                                  root=d["root"], framework=d["framework"]))
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from typing import Callable, Optional
 from urllib.parse import urlsplit
@@ -11,6 +12,8 @@ import click
 from ..errors import ConfigError
 
 __all__ = ["UploadOptions", "upload_options", "build_manager"]
+
+log = logging.getLogger("trainvisor.upload")
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,8 @@ def upload_options(f: Callable) -> Callable:
 
     @click.option("--upload-to", "upload_to", metavar="URL", default=None,
                   help="Upload every complete checkpoint (and a manifest per set, written last) to "
-                       "file:///path or s3://bucket/prefix (S3-compatible stores: AWS_ENDPOINT_URL).")
+                       "file:///path, s3://bucket/prefix (S3-compatible stores: AWS_ENDPOINT_URL) or "
+                       "kodo://bucket/prefix (QINIU_ACCESS_KEY, QINIU_SECRET_KEY, QINIU_UP_HOST or QINIU_REGION).")
     @click.option("--drain-timeout", type=float, default=600.0, show_default=True,
                   help="At exit, wait this long for pending uploads; what is left is listed.")
     @click.option("--delete-after-upload", is_flag=True,
@@ -53,7 +57,7 @@ def build_manager(opts: UploadOptions, *, run_dir: str, run_id: str):
     parts = urlsplit(url)
     if not parts.scheme:
         raise ConfigError(f"--upload-to needs a URL such as file:///backups or s3://bucket/prefix, got {url!r}")
-    uploader = open_uploader(url)
+    uploader = open_uploader(url, state_dir=run_dir)
     prefix = parts.path.strip("/") if parts.scheme != "file" else ""
     manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix,
                             concurrency=opts.concurrency, delete_after_upload=opts.delete_after_upload)
@@ -62,4 +66,7 @@ def build_manager(opts: UploadOptions, *, run_dir: str, run_id: str):
     except BaseException:
         manager.close()
         raise
+    resumed = manager.resume()
+    if resumed:
+        log.info("resuming %d checkpoint set(s) left unfinished in %s", resumed, run_dir)
     return manager

@@ -1,0 +1,284 @@
+"""`kodo://bucket/prefix` through the `qiniu` SDK, with no global SDK state.
+
+Hosts are passed per call (an explicit up host, or a region id), so the SDK never queries its
+public region-lookup hosts when a host is configured. Every attempt signs a fresh upload token,
+valid for longer than the upload can take. Large files go through resumable upload v2 with
+4 MiB parts (the part size for which Kodo's returned hash is the file's qiniu etag), and the
+SDK's progress record is kept in the run directory, one folder per file version, so a restarted
+trainvisor resumes the parts already sent. A record the server no longer knows (the upload
+expired or was lost) is deleted and the upload restarted. The returned hash is compared with the
+file's qiniu etag, computed while the upload runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import qiniu
+from qiniu.http.endpoint import Endpoint
+from qiniu.http.region import Region, ServiceName
+from qiniu.services.storage.uploaders import FormUploader, ResumeUploaderV2
+
+from .base import Progress, UploadedObject, UploadError
+
+__all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
+
+PART_SIZE = 4 << 20
+"""Kodo's hash of a v2 upload equals the qiniu etag only with 4 MiB parts."""
+
+_MIN_TOKEN_TTL = 3600
+_SLOWEST_RATE = 256 << 10  # bytes/s: the token outlives an upload this slow
+_RESTART = {612, 701}  # the server does not know the recorded upload (v2: 612, v1: 701)
+_PERMANENT = {
+    401: "bad credentials (QINIU_ACCESS_KEY / QINIU_SECRET_KEY)",
+    403: "permission denied",
+    404: "not found",
+    614: "the object exists and may not be overwritten",
+    631: "no such bucket",
+}
+
+
+def qiniu_etag(path: str) -> str:
+    """The qiniu etag of a file: sha1 per 4 MiB block, combined (same result as `qiniu.etag`)."""
+    digests = []
+    with open(path, "rb") as f:
+        while block := f.read(PART_SIZE):
+            digests.append(hashlib.sha1(block).digest())
+    if len(digests) <= 1:
+        raw = b"\x16" + (digests[0] if digests else hashlib.sha1(b"").digest())
+    else:
+        raw = b"\x96" + hashlib.sha1(b"".join(digests)).digest()
+    return qiniu.urlsafe_base64_encode(raw)
+
+
+@dataclass(frozen=True)
+class KodoHosts:
+    """Where the bucket lives: explicit hosts (URLs with scheme), or a region id such as `z0`."""
+
+    up_host: Optional[str] = None
+    rs_host: Optional[str] = None
+    region_id: Optional[str] = None
+
+    def region(self) -> Region:
+        if self.up_host:
+            services = {ServiceName.UP: [Endpoint.from_host(self.up_host)]}
+            if self.rs_host:
+                services[ServiceName.RS] = [Endpoint.from_host(self.rs_host)]
+            return Region(region_id=self.region_id, services=services)
+        if self.region_id:
+            return Region.from_region_id(self.region_id, preferred_scheme="https")
+        raise UploadError("kodo:// needs an up host or a region (up_host=/region= in the URL, "
+                          "or QINIU_UP_HOST / QINIU_REGION)", retryable=False)
+
+    @property
+    def scheme(self) -> str:
+        return self.up_host.split("://", 1)[0] if self.up_host and "://" in self.up_host else "https"
+
+
+class _VersionRecorder:
+    """The SDK's progress-record interface, written atomically (temp + rename), in a folder
+    named after the file version so a changed file never resumes another version's parts."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+
+    def _path(self, file_name: str, key: str) -> str:
+        return os.path.join(self.folder, "record.json")
+
+    def has_upload_record(self, file_name: str, key: str) -> bool:
+        return os.path.isfile(self._path(file_name, key))
+
+    def get_upload_record(self, file_name: str, key: str) -> Optional[dict]:
+        try:
+            with open(self._path(file_name, key)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def set_upload_record(self, file_name: str, key: str, data: dict) -> None:
+        path = self._path(file_name, key)
+        tmp = f"{path}.{threading.get_ident()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+
+    def delete_upload_record(self, file_name: str, key: str) -> None:
+        try:
+            os.unlink(self._path(file_name, key))
+        except FileNotFoundError:
+            pass
+
+
+class _Background:
+    """Runs one function on its own thread; `result()` joins and re-raises."""
+
+    def __init__(self, fn: Callable[[], str]) -> None:
+        self._value: Optional[str] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="trainvisor-etag", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], str]) -> None:
+        try:
+            self._value = fn()
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> str:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+class KodoUploader:
+    """One bucket. Files up to `form_limit` bytes go by form upload, larger ones resumable v2."""
+
+    def __init__(self, bucket: str, *, url: str, access_key: str, secret_key: str, hosts: KodoHosts,
+                 state_dir: Optional[str] = None, concurrency: int = 4, form_limit: int = PART_SIZE) -> None:
+        self.url, self.bucket = url, bucket
+        self._auth = qiniu.Auth(access_key, secret_key)
+        self.hosts = self._hosts = hosts
+        self._regions = [hosts.region()]
+        self._state_dir = os.path.join(state_dir, "kodo-progress") if state_dir else None
+        self._concurrency = concurrency
+        self._form_limit = form_limit
+
+    def _token(self, key: str, size: int) -> str:
+        """Scoped to this key (so a changed file may overwrite its old version), valid for
+        longer than an upload at a pessimistic rate could take."""
+        ttl = max(_MIN_TOKEN_TTL, 2 * size // _SLOWEST_RATE)
+        return self._auth.upload_token(self.bucket, key, ttl)
+
+    def _error(self, what: str, info) -> UploadError:
+        status = getattr(info, "status_code", -1)
+        if status in _PERMANENT:
+            return UploadError(f"{what} on {self.url}: {_PERMANENT[status]} (HTTP {status})", retryable=False)
+        if status == -1 or status is None:
+            exc = getattr(info, "exception", None)
+            reason = type(exc).__name__ if exc is not None else "no reply"
+            return UploadError(f"{what} on {self.url}: connection failed ({reason})", retryable=True)
+        detail = getattr(info, "error", None) or ""
+        return UploadError(f"{what} on {self.url}: HTTP {status} {detail}".rstrip(), retryable=True)
+
+    def preflight(self) -> None:
+        """Put and delete a probe object: proves credentials, bucket and write permission."""
+        key = ".trainvisor-probe"
+        data = b"trainvisor preflight probe"
+        try:
+            uploader = FormUploader(self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme)
+            ret, info = uploader.upload(key, data=data, up_token=self._token(key, len(data)))
+        except Exception as exc:  # the SDK raises for malformed hosts and the like
+            raise UploadError(f"cannot write a probe object to {self.url}: {type(exc).__name__}",
+                              retryable=False) from exc
+        if ret is None:
+            raise UploadError(str(self._error("cannot write a probe object", info)), retryable=False)
+        if self._hosts.rs_host or not self._hosts.up_host:
+            manager = qiniu.BucketManager(self._auth, regions=self._regions, preferred_scheme=self._hosts.scheme)
+            _, info = manager.delete(self.bucket, key)
+            if info.status_code != 200:
+                raise UploadError(str(self._error("cannot delete the probe object", info)), retryable=False)
+
+    def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
+        try:
+            st = os.stat(local_path)
+        except FileNotFoundError:
+            raise UploadError(f"{local_path}: no such file", retryable=False) from None
+        want = _Background(lambda: qiniu_etag(local_path))
+        if st.st_size <= self._form_limit:
+            ret, info = self._form(local_path, key, st.st_size)
+        else:
+            ret, info = self._resumable(local_path, key, st, progress)
+        try:
+            expected = want.result()
+        except OSError as exc:
+            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
+        if ret is None:
+            raise self._error(f"upload of {key}", info)
+        got = ret.get("hash")
+        if got != expected:
+            raise UploadError(f"{key}: stored hash {got} does not match the file's etag {expected}", retryable=True)
+        if progress is not None and st.st_size <= self._form_limit:
+            progress(st.st_size)
+        return UploadedObject(key=key, size=st.st_size, checksum=f"qetag:{got}")
+
+    def _form(self, path: str, key: str, size: int):
+        uploader = FormUploader(self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme)
+        return uploader.upload(key, file_path=path, up_token=self._token(key, size))
+
+    def _resumable(self, path: str, key: str, st: os.stat_result, progress: Optional[Progress]):
+        folder = self._record_folder(key, st)
+        sent = [0]
+
+        def on_progress(uploaded: int, total: int) -> None:
+            if progress is not None and uploaded > sent[0]:
+                progress(uploaded - sent[0])
+            sent[0] = max(sent[0], uploaded)
+
+        for restart in (False, True):
+            recorder = _VersionRecorder(folder) if folder else None
+            with ThreadPoolExecutor(self._concurrency, thread_name_prefix="trainvisor-kodo") as pool:
+                uploader = ResumeUploaderV2(
+                    self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme,
+                    part_size=PART_SIZE, upload_progress_recorder=recorder, concurrent_executor=pool,
+                    progress_handler=on_progress)
+                ret, info = uploader.upload(key, file_path=path, modify_time=int(st.st_mtime),
+                                            up_token=self._token(key, st.st_size))
+            if ret is not None:
+                if folder:
+                    shutil.rmtree(folder, ignore_errors=True)
+                return ret, info
+            if info is None or info.status_code not in _RESTART or restart:
+                return ret, info
+            # The recorded upload is gone on the server: start this file over.
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
+            sent[0] = 0
+        return ret, info
+
+    def _record_folder(self, key: str, st: os.stat_result) -> Optional[str]:
+        if not self._state_dir:
+            return None
+        version = f"{self.url}\0{key}\0{st.st_size}\0{st.st_mtime_ns}".encode()
+        return os.path.join(self._state_dir, hashlib.sha1(version).hexdigest()[:20])
+
+
+def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | dict[str, str]") -> KodoUploader:
+    """`kodo://bucket/prefix[?up_host=URL&rs_host=URL&region=ID]`; hosts default to
+    QINIU_UP_HOST / QINIU_RS_HOST / QINIU_REGION, credentials come from QINIU_ACCESS_KEY and
+    QINIU_SECRET_KEY only (never from the URL, which ends up in logs)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from ..errors import ConfigError
+
+    parts = urlsplit(url)
+    if not parts.netloc:
+        raise ConfigError(f"Kodo URL must look like kodo://bucket/prefix, got {url!r}")
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = set(query) - {"up_host", "rs_host", "region"}
+    if unknown:
+        raise ConfigError(f"unknown Kodo URL option(s) {', '.join(sorted(unknown))} in {url!r} "
+                          "(known: up_host, rs_host, region)")
+    hosts = KodoHosts(up_host=query.get("up_host") or env.get("QINIU_UP_HOST") or None,
+                      rs_host=query.get("rs_host") or env.get("QINIU_RS_HOST") or None,
+                      region_id=query.get("region") or env.get("QINIU_REGION") or None)
+    for name, host in (("up_host", hosts.up_host), ("rs_host", hosts.rs_host)):
+        if host and not host.startswith(("http://", "https://")):
+            raise ConfigError(f"Kodo {name} must be a URL with http:// or https://, got {host!r}")
+    if not hosts.up_host and not hosts.region_id:
+        raise ConfigError(f"{url}: set QINIU_UP_HOST (or QINIU_REGION, e.g. z0) so trainvisor never has to "
+                          "look the bucket's region up")
+    access_key, secret_key = env.get("QINIU_ACCESS_KEY"), env.get("QINIU_SECRET_KEY")
+    if not access_key or not secret_key:
+        raise ConfigError(f"{url}: QINIU_ACCESS_KEY and QINIU_SECRET_KEY must be set")
+    return KodoUploader(parts.netloc, url=f"kodo://{parts.netloc}{parts.path}", access_key=access_key,
+                        secret_key=secret_key, hosts=hosts, state_dir=state_dir)
