@@ -11,6 +11,7 @@ import os
 import queue
 import random
 import threading
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -21,12 +22,16 @@ from .journal import FAILED, Journal
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress"]
 
+log = logging.getLogger("trainvisor.upload")
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter; retryable errors are retried up to `attempts` times."""
+    """Exponential backoff with full jitter. Retryable errors are retried up to `attempts` times,
+    by default without limit: an outage of the store must not lose a checkpoint, and at exit
+    `--drain-timeout` bounds the wait (what is left is journaled and resumed next time)."""
 
-    attempts: int = 8
+    attempts: Optional[int] = None
     base: float = 0.5
     cap: float = 30.0
 
@@ -72,7 +77,7 @@ class UploadManager:
         delete_after_upload: bool = False,
         manifests: bool = True,
         retry: RetryPolicy = RetryPolicy(),
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Optional[Callable[[float], object]] = None,
         rng: Optional[random.Random] = None,
     ) -> None:
         self._up = uploader
@@ -82,7 +87,9 @@ class UploadManager:
         self._delete = delete_after_upload
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
-        self._retry, self._sleep, self._rng = retry, sleep, rng or random.Random()
+        self._stopping = threading.Event()
+        self._retry, self._rng = retry, rng or random.Random()
+        self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
         self._queue: "queue.Queue[Optional[Checkpoint]]" = queue.Queue()
         self._lock = threading.Lock()
         self._failed: list[str] = []
@@ -166,6 +173,8 @@ class UploadManager:
         for f in cp.files:
             key = self.key_for(f.relpath)
             obj = self._upload_one(f.path, key)
+            if obj is None and self._stopping.is_set():
+                return  # stays unfinished in the journal: the next trainvisor resumes it
             if obj is None:
                 self._journal.set_done(set_key, FAILED)
                 with self._lock:  # no manifest for an incomplete set
@@ -184,7 +193,8 @@ class UploadManager:
         st = os.stat(mpath)
         self._journal.queue(mkey, mpath, size=st.st_size, mtime_ns=st.st_mtime_ns)
         if self._upload_one(mpath, mkey) is None:
-            self._journal.set_done(set_key, FAILED)
+            if not self._stopping.is_set():
+                self._journal.set_done(set_key, FAILED)
             return
         self._journal.set_done(set_key)
         if self._delete:
@@ -210,7 +220,8 @@ class UploadManager:
                 self._files_done += 1
                 self._skipped += 1
             return done
-        for attempt in range(self._retry.attempts):
+        attempt = 0
+        while not self._stopping.is_set():
             self._journal.start(key)
             sent = [0]
 
@@ -227,29 +238,34 @@ class UploadManager:
                     # stored copy may be a mix of both states. Never record that as done.
                     raise UploadError(f"{path} changed during its upload", retryable=True)
             except OSError as exc:
-                exc = UploadError(f"cannot read {path}: {exc.strerror}", retryable=False)
-                self._journal.failed(key, str(exc))
-                with self._lock:
-                    self._failed.append(key)
-                    self._pending.discard(key)
-                return None
+                return self._give_up(key, f"cannot read {path}: {exc.strerror}")
             except UploadError as exc:
                 self._count(-sent[0])
                 if not exc.retryable or attempt + 1 == self._retry.attempts:
-                    self._journal.failed(key, str(exc))
-                    with self._lock:
-                        self._failed.append(key)
-                        self._pending.discard(key)
-                    return None
+                    return self._give_up(key, str(exc))
                 self._journal.retry(key, str(exc))
-                self._sleep(self._retry.delay(attempt, self._rng))
+                delay = self._retry.delay(attempt, self._rng)
+                log.warning("upload of %s failed (%s); attempt %d, next in %.1f s", key, exc, attempt + 1, delay)
+                self._sleep(delay)
+                if self._stopping.is_set():
+                    return None  # journaled as queued: resumed by the next trainvisor on this run dir
+                attempt += 1
                 continue
             self._journal.verified(key, obj.checksum, size=after.st_size, mtime_ns=after.st_mtime_ns)
+            log.info("uploaded %s (%d bytes, %s)", key, obj.size, obj.checksum)
             with self._lock:
                 self._pending.discard(key)
                 self._bytes_done += obj.size - sent[0]
                 self._files_done += 1
             return obj
+        return None
+
+    def _give_up(self, key: str, error: str) -> None:
+        log.error("upload of %s failed for good: %s", key, error)
+        self._journal.failed(key, error)
+        with self._lock:
+            self._failed.append(key)
+            self._pending.discard(key)
         return None
 
     def drain(self, timeout: float) -> DrainReport:
@@ -264,6 +280,8 @@ class UploadManager:
             return DrainReport(pending=tuple(sorted(self._pending)), failed=tuple(self._failed))
 
     def close(self) -> None:
+        """Stop the workers; an upload still in flight after 5 s is left to the journal."""
+        self._stopping.set()
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
