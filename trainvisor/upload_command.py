@@ -68,16 +68,18 @@ def _default_run_dir(url: str, files: list[CheckpointFile]) -> Path:
                    "so the same command run again resumes.")
 @click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Files uploaded at once.")
+@click.option("--retries", type=click.IntRange(0, None), default=10, show_default=True,
+              help="Retries per file on retryable errors (backoff up to 30 s); run the command again to resume.")
 @click.option("--progress/--no-progress", default=None,
               help="Show bytes, rate and ETA (default: when stderr is a terminal).")
-def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency: int,
+def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency: int, retries: int,
            progress: Optional[bool]) -> None:
     """Upload files or directories once, verified, resumable after a crash."""
     from urllib.parse import urlsplit
 
     from .cli import _close_logging, _setup_logging
     from .uploaders import open_uploader
-    from .uploaders.manager import UploadManager
+    from .uploaders.manager import RetryPolicy, UploadManager
 
     files = list(files_to_upload(paths))
     if not files:
@@ -92,7 +94,8 @@ def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency
         uploader = open_uploader(url, state_dir=str(rd))
         prefix = parts.path.strip("/") if parts.scheme != "file" else ""
         manager = UploadManager(uploader, run_dir=str(rd), run_id="", prefix=prefix,
-                                key_template="{prefix}/{relpath}", concurrency=concurrency, manifests=False)
+                                key_template="{prefix}/{relpath}", concurrency=concurrency, manifests=False,
+                                retry=RetryPolicy(attempts=retries + 1))
         try:
             manager.preflight()
             for f in files:
