@@ -194,10 +194,17 @@ class KodoUploader:
         except FileNotFoundError:
             raise UploadError(f"{local_path}: no such file", retryable=False) from None
         want = _Background(lambda: qiniu_etag(local_path))
-        if st.st_size <= self._form_limit:
-            ret, info = self._form(local_path, key, st.st_size)
-        else:
-            ret, info = self._resumable(local_path, key, st, progress)
+        try:
+            if st.st_size <= self._form_limit:
+                ret, info = self._form(local_path, key, st.st_size)
+            else:
+                ret, info = self._resumable(local_path, key, st, progress)
+        except OSError as exc:
+            want.result()
+            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
+        except Exception as exc:  # the SDK raises on some failures instead of returning them
+            want.result()
+            raise UploadError(f"upload of {key} to {self.url} failed: {type(exc).__name__}", retryable=True) from exc
         try:
             expected = want.result()
         except OSError as exc:
@@ -231,8 +238,12 @@ class KodoUploader:
                     self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme,
                     part_size=PART_SIZE, upload_progress_recorder=recorder, concurrent_executor=pool,
                     progress_handler=on_progress)
-                ret, info = uploader.upload(key, file_path=path, modify_time=int(st.st_mtime),
-                                            up_token=self._token(key, st.st_size))
+                # An open stream, not file_path: with file_path the SDK's own retry loop
+                # crashes (AttributeError) on the first failed attempt.
+                with open(path, "rb") as data:
+                    ret, info = uploader.upload(key, data=data, data_size=st.st_size,
+                                                file_name=os.path.basename(path), modify_time=int(st.st_mtime),
+                                                up_token=self._token(key, st.st_size))
             if ret is not None:
                 if folder:
                     shutil.rmtree(folder, ignore_errors=True)
