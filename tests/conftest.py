@@ -49,3 +49,26 @@ def no_leaked_threads():
             return
         time.sleep(0.1)
     pytest.fail(f"test leaked threads: {[t.name for t in extra]}")
+
+
+KODO_AK = "AK-trainvisor-test-3f9a"
+KODO_SK = "SK-trainvisor-secret-77c1"
+
+
+@pytest.fixture
+def kodo(tmp_path, monkeypatch):
+    """A Kodo-protocol server on 127.0.0.1 (tests/kodo_server.py) with bucket `ckpt`, and the
+    QINIU_* environment pointing at it (inherited by trainvisor subprocesses)."""
+    from .kodo_server import KodoServer
+
+    server = KodoServer(access_key=KODO_AK, secret_key=KODO_SK, buckets=["ckpt"], root=tmp_path / "kodo-store")
+    server.start()
+    monkeypatch.setenv("QINIU_ACCESS_KEY", KODO_AK)
+    monkeypatch.setenv("QINIU_SECRET_KEY", KODO_SK)
+    monkeypatch.setenv("QINIU_UP_HOST", server.url)
+    monkeypatch.setenv("QINIU_RS_HOST", server.url)
+    monkeypatch.delenv("QINIU_REGION", raising=False)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -134,3 +134,24 @@ def test_slowly_written_checkpoints_are_uploaded_once_and_only_when_complete(tmp
                  db.execute("SELECT key, size, state, attempts FROM files WHERE key NOT LIKE '%.manifest.json'")))
     db.close()
     assert rows == {f"r1/{rel}": (3 << 20, "verified", 1) for rel in files}
+
+
+def test_every_checkpoint_is_uploaded_to_kodo_with_manifests(tmp_path, kodo):
+    plain = fake_caffe_run(tmp_path, "plain", [], size=1 << 10)
+    up = fake_caffe_run(tmp_path, "up", ["--upload-to", "kodo://ckpt/backups"], size=1 << 20, large=LARGE)
+    assert up.returncode == 0, up.stderr[-2000:]
+    assert up.stderr == plain.stderr and up.stdout == plain.stdout
+    files = expected_files(tmp_path / "up")
+    assert len(files) == 20 and sum(len(d) == LARGE for d in files.values()) == 2
+    for rel, data in files.items():
+        assert kodo.read_object("ckpt", f"backups/r1/{rel}") == data
+        assert kodo.object_writes("ckpt", f"backups/r1/{rel}") == 1
+    manifest = json.loads(kodo.read_object("ckpt", "backups/r1/lenet_iter_1000.manifest.json"))
+    assert manifest["iteration"] == 1000
+    assert {f["relpath"]: f["size"] for f in manifest["files"]} == {
+        rel: len(data) for rel, data in files.items() if "lenet_iter_1000." in rel}
+    import qiniu
+
+    weights = tmp_path / "up" / "snap" / next(r for r in files if r.endswith("lenet_iter_1000.caffemodel"))
+    assert {f["checksum"] for f in manifest["files"] if f["relpath"].endswith(".caffemodel")} == {
+        f"qetag:{qiniu.etag(str(weights))}"}

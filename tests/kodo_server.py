@@ -1,0 +1,587 @@
+"""A Kodo-protocol server on 127.0.0.1, for driving the real `qiniu` SDK in tests.
+
+Modelled (what the SDK sends and reads, strict where a client could get it wrong):
+- upload tokens: `ak:urlsafe_b64(hmac_sha1(sk, enc)):enc`; unknown key or bad signature -> 401
+  "bad token", past deadline -> 401 "expired token", unknown bucket -> 631, a `bucket:key` scope
+  with another key -> 403; scope `bucket` alone is insert-only (614 "file exists" unless the
+  content is the same), `bucket:key` may overwrite;
+- form upload (`POST /`, multipart: token, key, crc32 checked when sent, file);
+- resumable v1: `POST /mkblk/<size>` -> ctx, `POST /mkfile/<fsize>/key/<b64>/...` with the ctxs;
+  an unknown ctx -> 701;
+- resumable v2: init `POST /buckets/<b>/objects/<b64key>/uploads`, parts `PUT .../<id>/<n>`
+  (Content-MD5 checked), list `GET .../<id>`, complete `POST .../<id>`, abort `DELETE .../<id>`;
+  an unknown upload id -> 612;
+- management (the rs host, same port): `POST /stat/<entry>`, `POST /delete/<entry>`, signed with
+  the SDK's `Qiniu` MAC (method, path, Host, Content-Type, X-Qiniu-* headers, form body);
+- every reply carries `X-Reqid` (without it the SDK reports "server is not qiniu").
+
+Not modelled: callbacks, persistent ops, regions/uc queries (a test that reached them fails),
+downloads (tests read objects with `read_object`). The returned hash is always the qiniu etag
+of the stored bytes; real Kodo returns a different hash for a v2 upload whose parts are not
+4 MiB (trainvisor uses 4 MiB parts).
+
+Faults for tests: `inject(method, path_regex, action, times)` (an HTTP status, or "drop": read
+part of the body and close the connection without a reply), `down(seconds)` (every connection
+is closed at once), `forget_uploads()` (the server loses every upload in progress).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Optional, Union
+from urllib.parse import unquote
+
+__all__ = ["KodoServer"]
+
+_BLOCK = 4 << 20
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def qetag_of(path: Path) -> str:
+    digests = []
+    with open(path, "rb") as f:
+        while block := f.read(_BLOCK):
+            digests.append(hashlib.sha1(block).digest())
+    if len(digests) <= 1:
+        return _b64(b"\x16" + (digests[0] if digests else hashlib.sha1(b"").digest()))
+    return _b64(b"\x96" + hashlib.sha1(b"".join(digests)).digest())
+
+
+class KodoError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass
+class _Fault:
+    method: str
+    pattern: "re.Pattern[str]"
+    action: Union[int, str]
+    times: int
+
+
+@dataclass
+class _Upload:
+    bucket: str
+    key: str
+    expires: float
+    parts: dict[int, tuple[Path, str, int]] = field(default_factory=dict)  # n -> (file, etag, size)
+
+
+@dataclass
+class _Object:
+    path: Path
+    size: int
+    hash: str
+    put_time: int
+
+
+class KodoServer:
+    """One access key, fixed buckets, objects stored as files under `root`."""
+
+    def __init__(self, *, access_key: str, secret_key: str, buckets: list[str], root: Path) -> None:
+        self.access_key, self._secret = access_key, secret_key.encode()
+        self.buckets = set(buckets)
+        self.root = Path(root)
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str], _Object] = {}
+        self._writes: dict[tuple[str, str], int] = {}
+        self._uploads: dict[str, _Upload] = {}
+        self._blocks: dict[str, Path] = {}  # v1 ctx -> block file
+        self._faults: list[_Fault] = []
+        self._down_until = 0.0
+        self.bytes_received = 0
+        self.requests: list[tuple[str, str, int]] = []
+        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+        self.url = ""
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> "KodoServer":
+        for sub in ("objects", "staging"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        handler = type("Handler", (_Handler,), {"kodo": self})
+        self._httpd = _Server(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="kodo-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd.close_connections()
+        assert self._thread is not None
+        self._thread.join(10)
+        self._httpd = None
+
+    def __enter__(self) -> "KodoServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- what tests look at ----------------------------------------------------------------
+
+    def object_path(self, bucket: str, key: str) -> Optional[Path]:
+        with self._lock:
+            obj = self._objects.get((bucket, key))
+        return obj.path if obj else None
+
+    def read_object(self, bucket: str, key: str) -> bytes:
+        path = self.object_path(bucket, key)
+        if path is None:
+            raise KeyError(f"{bucket}:{key} is not stored")
+        return path.read_bytes()
+
+    def object_writes(self, bucket: str, key: str) -> int:
+        """How many uploads stored this key (a delete does not undo the count)."""
+        with self._lock:
+            return self._writes.get((bucket, key), 0)
+
+    def keys(self, bucket: str) -> list[str]:
+        with self._lock:
+            return sorted(k for b, k in self._objects if b == bucket)
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def inject(self, method: str, path_regex: str, action: Union[int, str], times: int = 1) -> None:
+        """The next `times` requests matching method and path get `action` (a status or "drop")."""
+        with self._lock:
+            self._faults.append(_Fault(method.upper(), re.compile(path_regex), action, times))
+
+    def down(self, seconds: float) -> None:
+        """For `seconds`, every connection is closed without a reply."""
+        self._down_until = time.monotonic() + seconds
+
+    def forget_uploads(self) -> None:
+        with self._lock:
+            self._uploads.clear()
+            self._blocks.clear()
+
+    def _fault_for(self, method: str, path: str) -> Optional[Union[int, str]]:
+        with self._lock:
+            for f in self._faults:
+                if f.times > 0 and f.method == method and f.pattern.search(path):
+                    f.times -= 1
+                    return f.action
+        return None
+
+    # -- protocol --------------------------------------------------------------------------
+
+    def check_up_token(self, token: str, bucket: Optional[str], key: Optional[str]) -> tuple[str, Optional[str], dict]:
+        """(bucket, key the token allows or None, policy); raises KodoError."""
+        parts = token.split(":")
+        if len(parts) != 3:
+            raise KodoError(401, "bad token")
+        ak, sign, enc = parts
+        want = _b64(hmac.new(self._secret, enc.encode(), hashlib.sha1).digest())
+        if ak != self.access_key or not hmac.compare_digest(sign, want):
+            raise KodoError(401, "bad token")
+        try:
+            policy = json.loads(_unb64(enc))
+        except ValueError:
+            raise KodoError(401, "bad token") from None
+        if int(policy.get("deadline", 0)) < time.time():
+            raise KodoError(401, "expired token")
+        scope = str(policy.get("scope", ""))
+        scope_bucket, _, scope_key = scope.partition(":")
+        if scope_bucket not in self.buckets:
+            raise KodoError(631, "no such bucket")
+        if bucket is not None and bucket != scope_bucket:
+            raise KodoError(403, "bucket doesn't match with scope")
+        if scope_key and key is not None and key != scope_key:
+            raise KodoError(403, "key doesn't match with scope")
+        return scope_bucket, (scope_key or None), policy
+
+    def check_mac(self, method: str, path_with_query: str, headers, body: bytes) -> None:
+        auth = headers.get("Authorization", "")
+        if not auth.startswith("Qiniu "):
+            raise KodoError(401, "bad token")
+        ak, _, sign = auth[len("Qiniu "):].partition(":")
+        data = f"{method} {path_with_query}\nHost: {headers.get('Host', '')}"
+        ctype = headers.get("Content-Type")
+        if ctype:
+            data += f"\nContent-Type: {ctype}"
+        qheaders = sorted((_canonical(k), v) for k, v in headers.items()
+                          if k.lower().startswith("x-qiniu-") and len(k) > len("x-qiniu-"))
+        if qheaders:
+            data += "\n" + "\n".join(f"{k}: {v}" for k, v in qheaders)
+        data += "\n\n"
+        if ctype and ctype != "application/octet-stream" and body:
+            data += body.decode()
+        want = _b64(hmac.new(self._secret, data.encode(), hashlib.sha1).digest())
+        if ak != self.access_key or not hmac.compare_digest(sign, want):
+            raise KodoError(401, "bad token")
+
+    def _staging(self) -> Path:
+        return self.root / "staging" / secrets.token_hex(8)
+
+    def store(self, bucket: str, key: str, staged: Path, *, may_overwrite: bool) -> dict:
+        """Move a fully received file into place as `bucket:key`; the reply Kodo gives."""
+        digest = qetag_of(staged)
+        with self._lock:
+            old = self._objects.get((bucket, key))
+            if old is not None and not may_overwrite and old.hash != digest:
+                staged.unlink()
+                raise KodoError(614, "file exists")
+            target = self.root / "objects" / bucket / hashlib.sha1(key.encode()).hexdigest()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, target)
+            self._objects[(bucket, key)] = _Object(target, target.stat().st_size, digest, time.time_ns() // 100)
+            self._writes[(bucket, key)] = self._writes.get((bucket, key), 0) + 1
+        return {"hash": digest, "key": key}
+
+    def form_upload(self, fields: dict[str, bytes], file_data: Optional[bytes]) -> dict:
+        token = fields.get("token", b"").decode()
+        key = fields["key"].decode() if "key" in fields else None
+        bucket, scope_key, _ = self.check_up_token(token, None, key)
+        if file_data is None:
+            raise KodoError(400, "file is missing")
+        key = key if key is not None else (scope_key or "")
+        if "crc32" in fields and int(fields["crc32"]) != zlib.crc32(file_data) & 0xFFFFFFFF:
+            raise KodoError(406, "crc32 not match")
+        staged = self._staging()
+        staged.write_bytes(file_data)
+        return self.store(bucket, key, staged, may_overwrite=scope_key is not None)
+
+    def mkblk(self, token: str, size: int, data: bytes) -> dict:
+        self.check_up_token(token, None, None)
+        if len(data) != size:
+            raise KodoError(400, "block size mismatch")
+        staged = self._staging()
+        staged.write_bytes(data)
+        ctx = secrets.token_urlsafe(24)
+        with self._lock:
+            self._blocks[ctx] = staged
+        return {"ctx": ctx, "checksum": _b64(hashlib.sha1(data).digest()), "crc32": zlib.crc32(data) & 0xFFFFFFFF,
+                "offset": len(data), "host": "", "expired_at": int(time.time()) + 7 * 86400}
+
+    def mkfile(self, token: str, fsize: int, key: Optional[str], ctxs: list[str]) -> dict:
+        bucket, scope_key, _ = self.check_up_token(token, None, key)
+        with self._lock:
+            blocks = [self._blocks.get(c) for c in ctxs]
+        if any(b is None for b in blocks):
+            raise KodoError(701, "invalid ctx: block does not exist or expired")
+        staged = self._staging()
+        with open(staged, "wb") as out:
+            for b in blocks:
+                with open(b, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+        if staged.stat().st_size != fsize:
+            staged.unlink()
+            raise KodoError(400, "file size mismatch")
+        return self.store(bucket, key if key is not None else (scope_key or ""), staged,
+                          may_overwrite=scope_key is not None)
+
+    def init_upload(self, token: str, bucket: str, key: Optional[str]) -> dict:
+        self.check_up_token(token, bucket, key)
+        upload_id = secrets.token_hex(16)
+        expires = time.time() + 7 * 86400
+        with self._lock:
+            self._uploads[upload_id] = _Upload(bucket, key or "", expires)
+        return {"uploadId": upload_id, "expireAt": int(expires)}
+
+    def _upload(self, upload_id: str, bucket: str, key: Optional[str]) -> _Upload:
+        with self._lock:
+            up = self._uploads.get(upload_id)
+        if up is None or up.bucket != bucket or up.key != (key or ""):
+            raise KodoError(612, "no such uploadId")
+        return up
+
+    def put_part(self, token: str, bucket: str, key: Optional[str], upload_id: str, n: int, data: bytes,
+                 content_md5: Optional[str]) -> dict:
+        self.check_up_token(token, bucket, key)
+        up = self._upload(upload_id, bucket, key)
+        md5 = hashlib.md5(data).hexdigest()
+        if content_md5 and content_md5 != md5:
+            raise KodoError(400, "Content-MD5 mismatch")
+        if not 1 <= n <= 10000:
+            raise KodoError(400, "invalid partNumber")
+        staged = self._staging()
+        staged.write_bytes(data)
+        etag = _b64(hashlib.sha1(data).digest())
+        with self._lock:
+            old = up.parts.get(n)
+            up.parts[n] = (staged, etag, len(data))
+        if old is not None:
+            old[0].unlink(missing_ok=True)
+        return {"etag": etag, "md5": md5}
+
+    def list_parts(self, token: str, bucket: str, key: Optional[str], upload_id: str) -> dict:
+        self.check_up_token(token, bucket, key)
+        up = self._upload(upload_id, bucket, key)
+        parts = [{"partNumber": n, "etag": e, "size": s} for n, (_, e, s) in sorted(up.parts.items())]
+        return {"uploadId": upload_id, "expireAt": int(up.expires), "partNumberMarker": 0, "parts": parts}
+
+    def complete(self, token: str, bucket: str, key: Optional[str], upload_id: str, body: dict) -> dict:
+        _, scope_key, _ = self.check_up_token(token, bucket, key)
+        up = self._upload(upload_id, bucket, key)
+        listed = body.get("parts") or []
+        numbers = [p.get("partNumber") for p in listed]
+        if not listed or numbers != sorted(set(numbers)):
+            raise KodoError(400, "parts must be given in ascending order without duplicates")
+        staged = self._staging()
+        with open(staged, "wb") as out:
+            for p in listed:
+                part = up.parts.get(p["partNumber"])
+                if part is None or part[1] != p.get("etag"):
+                    staged.unlink()
+                    raise KodoError(400, f"part {p['partNumber']}: no such part or etag mismatch")
+                with open(part[0], "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 20)
+        reply = self.store(bucket, key or "", staged, may_overwrite=scope_key is not None)
+        with self._lock:
+            self._uploads.pop(upload_id, None)
+        for path, _, _ in up.parts.values():
+            path.unlink(missing_ok=True)
+        return reply
+
+    def abort(self, token: str, bucket: str, key: Optional[str], upload_id: str) -> dict:
+        self.check_up_token(token, bucket, key)
+        up = self._upload(upload_id, bucket, key)
+        with self._lock:
+            self._uploads.pop(upload_id, None)
+        for path, _, _ in up.parts.values():
+            path.unlink(missing_ok=True)
+        return {}
+
+    def manage(self, op: str, entry: str) -> dict:
+        bucket, _, key = _unb64(entry).decode().partition(":")
+        if bucket not in self.buckets:
+            raise KodoError(631, "no such bucket")
+        with self._lock:
+            obj = self._objects.get((bucket, key))
+            if obj is None:
+                raise KodoError(612, "no such file or directory")
+            if op == "delete":
+                del self._objects[(bucket, key)]
+        if op == "delete":
+            obj.path.unlink(missing_ok=True)
+            return {}
+        return {"fsize": obj.size, "hash": obj.hash, "mimeType": "application/octet-stream",
+                "putTime": obj.put_time, "type": 0}
+
+
+def _canonical(name: str) -> str:
+    return "-".join(p[:1].upper() + p[1:].lower() for p in name.split("-"))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request, client_address):
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Close idle keep-alive connections so their handler threads end."""
+        with self._open_lock:
+            conns = list(self._open)
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+_V2 = re.compile(r"^/buckets/(?P<bucket>[^/]+)/objects/(?P<key>[^/]+)/uploads(?:/(?P<id>[^/]+)(?:/(?P<n>\d+))?)?$")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    kodo: KodoServer
+
+    def log_message(self, fmt, *args) -> None:  # quiet: tests read `requests` instead
+        pass
+
+    def handle_one_request(self) -> None:
+        if time.monotonic() < self.kodo._down_until:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        super().handle_one_request()
+
+    def _body(self, limit: Optional[int] = None) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                out += self.rfile.read(size)
+                self.rfile.readline()
+            data = bytes(out)
+        else:
+            n = int(self.headers.get("Content-Length") or 0)
+            data = self.rfile.read(n if limit is None else min(n, limit))
+        with self.kodo._lock:
+            self.kodo.bytes_received += len(data)
+        return data
+
+    def _reply(self, status: int, body: Optional[dict]) -> None:
+        payload = json.dumps(body if body is not None else {}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("X-Reqid", secrets.token_hex(8))
+        self.end_headers()
+        self.wfile.write(payload)
+        with self.kodo._lock:
+            self.kodo.requests.append((self.command, self.path, status))
+
+    def _dispatch(self) -> None:
+        path = self.path.split("?", 1)[0]
+        fault = self.kodo._fault_for(self.command, path)
+        if fault == "drop":
+            n = int(self.headers.get("Content-Length") or 0)
+            self._body(limit=n // 2)
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            with self.kodo._lock:
+                self.kodo.requests.append((self.command, self.path, -1))
+            return
+        try:
+            if isinstance(fault, int):
+                self._body()
+                raise KodoError(fault, "injected fault")
+            self._reply(200, self._route(path))
+        except KodoError as exc:
+            self._reply(exc.status, {"error": exc.message})
+        except (KeyError, ValueError) as exc:
+            self._reply(400, {"error": f"bad request: {exc}"})
+
+    do_GET = do_POST = do_PUT = do_DELETE = _dispatch
+
+    def _up_token(self) -> str:
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("UpToken "):
+            raise KodoError(401, "bad token")
+        return auth[len("UpToken "):]
+
+    def _route(self, path: str) -> dict:
+        kodo, method = self.kodo, self.command
+        if method == "POST" and path == "/":
+            return kodo.form_upload(*_multipart(self.headers.get("Content-Type", ""), self._body()))
+        if method == "POST" and path.startswith("/mkblk/"):
+            return kodo.mkblk(self._up_token(), int(path.split("/")[2]), self._body())
+        if method == "POST" and path.startswith("/mkfile/"):
+            segments = path.split("/")[2:]
+            fsize = int(segments[0])
+            key = None
+            for name, value in zip(segments[1::2], segments[2::2]):
+                if name == "key":
+                    key = _unb64(value).decode()
+            ctxs = [c for c in self._body().decode().split(",") if c]
+            return kodo.mkfile(self._up_token(), fsize, key, ctxs)
+        m = _V2.match(path)
+        if m:
+            bucket = unquote(m["bucket"])
+            key = None if m["key"] == "~" else _unb64(m["key"]).decode()
+            upload_id, n = m["id"], m["n"]
+            if method == "POST" and upload_id is None:
+                self._body()
+                return kodo.init_upload(self._up_token(), bucket, key)
+            if method == "PUT" and n is not None:
+                return kodo.put_part(self._up_token(), bucket, key, upload_id, int(n), self._body(),
+                                     self.headers.get("Content-MD5"))
+            if method == "GET" and upload_id and n is None:
+                return kodo.list_parts(self._up_token(), bucket, key, upload_id)
+            if method == "POST" and upload_id and n is None:
+                return kodo.complete(self._up_token(), bucket, key, upload_id, json.loads(self._body() or b"{}"))
+            if method == "DELETE" and upload_id and n is None:
+                return kodo.abort(self._up_token(), bucket, key, upload_id)
+        for op in ("stat", "delete"):
+            if method == "POST" and path.startswith(f"/{op}/"):
+                body = self._body()
+                kodo.check_mac(method, self.path, self.headers, body)
+                return kodo.manage(op, path.split("/")[2])
+        raise KodoError(404, f"no such API: {method} {path}")
+
+
+def _multipart(content_type: str, body: bytes) -> tuple[dict[str, bytes], Optional[bytes]]:
+    m = re.search(r'boundary="?([^";]+)"?', content_type)
+    if not m:
+        raise KodoError(400, "not a multipart form")
+    fields: dict[str, bytes] = {}
+    file_data = None
+    for part in body.split(b"--" + m.group(1).encode())[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, content = part.partition(b"\r\n\r\n")
+        content = content[:-2] if content.endswith(b"\r\n") else content
+        name = re.search(rb'name="([^"]*)"', head)
+        if not name:
+            continue
+        if name.group(1) == b"file":
+            file_data = content
+        else:
+            fields[name.group(1).decode()] = content
+    return fields, file_data
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--access-key", required=True)
+    ap.add_argument("--secret-key", required=True)
+    ap.add_argument("--bucket", action="append", required=True)
+    ap.add_argument("--root", required=True)
+    a = ap.parse_args(argv)
+    server = KodoServer(access_key=a.access_key, secret_key=a.secret_key, buckets=a.bucket, root=Path(a.root))
+    server.start()
+    print(server.url, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
