@@ -1,7 +1,6 @@
 """S3 uploader against a real moto server on 127.0.0.1 (HTTP, no patching)."""
 from __future__ import annotations
 
-import logging
 import os
 
 import boto3
@@ -9,26 +8,6 @@ import pytest
 
 from trainvisor.uploaders import UploadError
 from trainvisor.uploaders.s3 import S3Uploader
-
-
-@pytest.fixture
-def moto(tmp_path, monkeypatch):
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        empty = tmp_path / name
-        empty.write_text("")
-        monkeypatch.setenv(name, str(empty))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 def test_multipart_upload_is_verified_and_byte_identical(moto, tmp_path):

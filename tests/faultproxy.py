@@ -1,0 +1,215 @@
+"""An HTTP reverse proxy on 127.0.0.1 that injects faults between a client and a real server
+(moto's S3 server in the tests): a status for the next matching requests, a connection dropped
+halfway through a request body, or the whole store down for a while.
+
+Requests and replies are forwarded unchanged (bodies streamed in 1 MiB pieces, keep-alive on
+both sides), so the client's signatures stay valid.
+"""
+from __future__ import annotations
+
+import http.client
+import re
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional, Union
+from urllib.parse import urlsplit
+
+__all__ = ["FaultProxy"]
+
+_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+
+
+@dataclass
+class _Fault:
+    method: str
+    path: "re.Pattern[str]"
+    query: "Optional[re.Pattern[str]]"
+    action: Union[int, str]
+    times: int
+
+
+class FaultProxy:
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self._lock = threading.Lock()
+        self._faults: list[_Fault] = []
+        self._down_until = 0.0
+        self.requests: list[tuple[str, str, str, int]] = []  # method, path, query, status (-1: dropped)
+        self._httpd: Optional[_Server] = None
+        self._thread: Optional[threading.Thread] = None
+        self.url = ""
+
+    def start(self) -> "FaultProxy":
+        handler = type("Handler", (_Handler,), {"proxy": self})
+        self._httpd = _Server(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fault-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd.close_connections()
+        assert self._thread is not None
+        self._thread.join(10)
+        self._httpd = None
+
+    def __enter__(self) -> "FaultProxy":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def inject(self, method: str, path_regex: str, action: Union[int, str], times: int = 1,
+               query_regex: Optional[str] = None) -> None:
+        """The next `times` matching requests get `action`: a status (S3-style XML error, after
+        the body was read) or "drop" (half the body read, then the connection closed)."""
+        with self._lock:
+            self._faults.append(_Fault(method.upper(), re.compile(path_regex),
+                                       re.compile(query_regex) if query_regex else None, action, times))
+
+    def down(self, seconds: float) -> None:
+        """For `seconds`, every request's connection is closed without a reply."""
+        self._down_until = time.monotonic() + seconds
+
+    def count(self, method: str, query_regex: str = "", status: Optional[int] = None) -> int:
+        q = re.compile(query_regex)
+        with self._lock:
+            return sum(1 for m, _, query, s in self.requests
+                       if m == method and q.search(query) and (status is None or s == status))
+
+    def _fault_for(self, method: str, path: str, query: str) -> Optional[Union[int, str]]:
+        with self._lock:
+            for f in self._faults:
+                if f.times > 0 and f.method == method and f.path.search(path) and (
+                        f.query is None or f.query.search(query)):
+                    f.times -= 1
+                    return f.action
+        return None
+
+    def _log(self, method: str, target: str, status: int) -> None:
+        path, _, query = target.partition("?")
+        with self._lock:
+            self.requests.append((method, path, query, status))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request, client_address):
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._open_lock:
+            conns = list(self._open)
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    proxy: FaultProxy
+    _upstream: Optional[http.client.HTTPConnection] = None
+
+    def log_message(self, fmt, *args) -> None:
+        pass
+
+    def finish(self) -> None:
+        if self._upstream is not None:
+            self._upstream.close()
+        super().finish()
+
+    def _hang_up(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = bytearray()
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                out += self.rfile.read(size)
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            return bytes(out)
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _forward(self) -> None:
+        p = self.proxy
+        if time.monotonic() < p._down_until:
+            p._log(self.command, self.path, -1)
+            return self._hang_up()
+        path, _, query = self.path.partition("?")
+        fault = p._fault_for(self.command, path, query)
+        if fault == "drop":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0) // 2)
+            p._log(self.command, self.path, -1)
+            return self._hang_up()
+        body = self._read_body()
+        if isinstance(fault, int):
+            payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
+                       f"{'ServiceUnavailable' if fault == 503 else 'InternalError'}</Code>"
+                       f"<Message>injected fault</Message><RequestId>{secrets.token_hex(8)}</RequestId></Error>").encode()
+            self.send_response(fault)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            p._log(self.command, self.path, fault)
+            return
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        if body or self.command in ("PUT", "POST"):
+            headers["Content-Length"] = str(len(body))
+        for attempt in (0, 1):  # a kept-alive upstream connection may have been closed meanwhile
+            if self._upstream is None:
+                self._upstream = http.client.HTTPConnection(*p.upstream, timeout=120)
+            try:
+                self._upstream.request(self.command, self.path, body=body, headers=headers)
+                resp = self._upstream.getresponse()
+                break
+            except (ConnectionError, http.client.HTTPException):
+                self._upstream.close()
+                self._upstream = None
+                if attempt:
+                    p._log(self.command, self.path, -1)
+                    return self._hang_up()
+        data = resp.read()
+        self.send_response(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() not in _HOP and k.lower() != "content-length":
+                self.send_header(k, v)
+        length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+        self.send_header("Content-Length", length or str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        p._log(self.command, self.path, resp.status)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
