@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/log_handler.py
 	$(PY) bench/parse_mixed.py
 	$(PY) bench/checkpoint_latency.py
+	$(PY) bench/upload_throughput.py
 
 clean:
 	rm -rf $(VENV) trainvisor-runs build *.egg-info

@@ -19,13 +19,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import qiniu
 from qiniu.http.endpoint import Endpoint
 from qiniu.http.region import Region, ServiceName
 from qiniu.services.storage.uploaders import FormUploader, ResumeUploaderV2
 
+from .background import Background
 from .base import Progress, UploadedObject, UploadError
 
 __all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
@@ -117,29 +118,6 @@ class _VersionRecorder:
             pass
 
 
-class _Background:
-    """Runs one function on its own thread; `result()` joins and re-raises."""
-
-    def __init__(self, fn: Callable[[], str]) -> None:
-        self._value: Optional[str] = None
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(fn,), name="trainvisor-etag", daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Callable[[], str]) -> None:
-        try:
-            self._value = fn()
-        except BaseException as exc:  # handed to the caller of result()
-            self._error = exc
-
-    def result(self) -> str:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
-
-
 class KodoUploader:
     """One bucket. Files up to `form_limit` bytes go by form upload, larger ones resumable v2."""
 
@@ -193,7 +171,7 @@ class KodoUploader:
             st = os.stat(local_path)
         except FileNotFoundError:
             raise UploadError(f"{local_path}: no such file", retryable=False) from None
-        want = _Background(lambda: qiniu_etag(local_path))
+        want = Background(lambda: qiniu_etag(local_path))
         try:
             if st.st_size <= self._form_limit:
                 ret, info = self._form(local_path, key, st.st_size)

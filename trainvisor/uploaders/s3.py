@@ -14,6 +14,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
+from .background import Background
 from .base import Progress, UploadedObject, UploadError
 
 __all__ = ["S3Uploader"]
@@ -64,12 +65,15 @@ class S3Uploader:
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
         if not os.path.exists(local_path):
             raise UploadError(f"{local_path}: no such file", retryable=False)
+        want_etag = Background(lambda: multipart_etag(local_path, self.config.multipart_chunksize,
+                                                      self.config.multipart_threshold))
         try:
             self._client.upload_file(local_path, self.bucket, key, Config=self.config, Callback=progress)
             head = self._client.head_object(Bucket=self.bucket, Key=key)
         except (ClientError, BotoCoreError) as exc:
+            want_etag.result()
             raise self._error(f"upload of {key}", exc) from exc
-        want = multipart_etag(local_path, self.config.multipart_chunksize, self.config.multipart_threshold)
+        want = want_etag.result()
         got = head["ETag"].strip('"')
         if got != want or head["ContentLength"] != os.path.getsize(local_path):
             raise UploadError(f"{key}: stored ETag {got} does not match the file ({want})", retryable=True)

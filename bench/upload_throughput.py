@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""trainvisor's S3 upload path against boto3's `upload_file`, and checkpoint close -> upload start.
+
+(1) Throughput: one moto S3 server process on 127.0.0.1, one file (default 256 MiB of random
+bytes), the same TransferConfig (trainvisor's: 8 MiB parts, 8 threads). Rounds alternate
+`boto3 upload_file` (the baseline) and `S3Uploader.upload` (trainvisor's path, including its
+verification: the stored ETag against the file's multipart ETag, HEAD included); medians and
+their ratio are printed. Target: trainvisor at least 0.9x the baseline.
+
+(2) Latency: the real watcher (inotify) hands complete Caffe checkpoints to the real
+UploadManager, whose uploader is S3Uploader to the same server; printed is the time from the
+close of each set's last file to the moment the first file of that set enters `upload`.
+Target: median under 0.5 s.
+
+    python bench/upload_throughput.py [--size-mib 256] [--rounds 3] [--n 20]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+from _common import OUT, ROOT  # noqa: F401  (puts the repo on sys.path)
+
+MIB = 1 << 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_moto() -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("moto_server did not start")
+
+
+def big_file(size: int) -> str:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"upload-{size >> 20}mib.bin"
+    if not path.exists() or path.stat().st_size != size:
+        with open(path, "wb") as fh:
+            for _ in range(size // MIB):
+                fh.write(os.urandom(MIB))
+    return str(path)
+
+
+def throughput(url: str, path: str, rounds: int) -> tuple[list[float], list[float]]:
+    import boto3
+
+    from trainvisor.uploaders.s3 import S3Uploader
+
+    up = S3Uploader("bench", url="s3://bench", endpoint_url=url)
+    client = boto3.session.Session().client("s3", endpoint_url=url)
+    client.create_bucket(Bucket="bench")
+    base, ours = [], []
+    for r in range(rounds):
+        for label, out in (("boto3", base), ("trainvisor", ours)):
+            key = f"{label}-{r}"
+            t0 = time.perf_counter()
+            if label == "boto3":
+                client.upload_file(path, "bench", key, Config=up.config)
+            else:
+                up.upload(path, key)
+            out.append(time.perf_counter() - t0)
+            client.delete_object(Bucket="bench", Key=key)  # moto keeps objects in memory
+    return base, ours
+
+
+class _StartTimes:
+    """Wraps an uploader; records when each key's upload starts."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.url = inner, inner.url
+        self.started: dict[str, float] = {}
+        self.cond = threading.Condition()
+
+    def preflight(self) -> None:
+        self.inner.preflight()
+
+    def upload(self, local_path, key, *, progress=None):
+        with self.cond:
+            self.started.setdefault(key, time.monotonic())
+            self.cond.notify_all()
+        return self.inner.upload(local_path, key, progress=progress)
+
+
+def close_to_upload_start(url: str, n: int, size: int) -> list[float]:
+    from trainvisor.uploaders.manager import UploadManager
+    from trainvisor.uploaders.s3 import S3Uploader
+    from trainvisor.watch import CheckpointWatcher
+
+    timing = _StartTimes(S3Uploader("bench", url="s3://bench/lat", endpoint_url=url))
+    block = os.urandom(MIB)
+    out = []
+    with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as run_dir:
+        manager = UploadManager(timing, run_dir=run_dir, run_id="r", prefix="lat")
+        try:
+            with CheckpointWatcher([d], consumer=manager):
+                for i in range(1, n + 1):
+                    name = f"bench_iter_{i}"
+                    for ext in (".caffemodel", ".solverstate"):
+                        with open(os.path.join(d, name + ext), "wb") as fh:
+                            for _ in range(size // MIB):
+                                fh.write(block)
+                    closed = time.monotonic()
+                    key = f"lat/r/{name}.caffemodel"
+                    with timing.cond:
+                        timing.cond.wait_for(lambda: key in timing.started, 30)
+                    out.append(timing.started[key] - closed)
+                manager.drain(120)
+        finally:
+            manager.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-mib", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n", type=int, default=20, help="checkpoints for the latency figure")
+    a = ap.parse_args()
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_EC2_METADATA_DISABLED="true")
+    path = big_file(a.size_mib * MIB)
+    proc, url = start_moto()
+    try:
+        base, ours = throughput(url, path, a.rounds)
+        lat = close_to_upload_start(url, a.n, 4 * MIB)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    size = a.size_mib * MIB
+    mb = size / 1e6
+    b, o = statistics.median(base), statistics.median(ours)
+    print(f"S3 upload of {a.size_mib} MiB to moto on 127.0.0.1, {a.rounds} alternating rounds, medians")
+    print(f"  boto3 upload_file (baseline)      : {b:6.2f} s  {mb / b:7.1f} MB/s")
+    print(f"  trainvisor S3Uploader (+ verify)  : {o:6.2f} s  {mb / o:7.1f} MB/s")
+    print(f"  ratio trainvisor/baseline throughput: {b / o:.2f}x (target >= 0.9x: {'met' if b / o >= 0.9 else 'NOT met'})")
+    lat.sort()
+    p90 = lat[int(0.9 * (len(lat) - 1))]
+    med = statistics.median(lat)
+    print(f"checkpoint close -> upload start (inotify, {a.n} Caffe sets of 2 x 4 MiB): median {med * 1000:.1f} ms, "
+          f"p90 {p90 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (target median < 500 ms: "
+          f"{'met' if med < 0.5 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
