@@ -137,3 +137,53 @@ def test_c_csv_tables_agree_on_every_log(log, tmp_path):
     c_events, _ = events_both_ways(log.read_bytes())
     batches = [c_events[i:i + 1000] for i in range(0, len(c_events), 1000)]
     assert csv_tables(batches, tmp_path, True, "c") == csv_tables(batches, tmp_path, False, "py")
+
+
+# -- the exact float fast paths (text -> double, double -> repr text) --------------------------
+
+_floats_mod = pytest.importorskip("trainvisor.parsers._caffe_speedups")
+
+_decimal_text = st.builds(
+    lambda sign, whole, frac, exp: f"{sign}{whole}{'.' + frac if frac is not None else ''}{exp}",
+    st.sampled_from(["", "-", "+"]),
+    st.from_regex(r"[0-9]{0,17}", fullmatch=True),
+    st.one_of(st.none(), st.from_regex(r"[0-9]{0,17}", fullmatch=True)),
+    st.one_of(st.just(""), st.from_regex(r"[eE][-+]?[0-9]{1,3}", fullmatch=True)),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_decimal_text)
+def test_text_to_float_fast_path_is_exactly_float(text):
+    got = _floats_mod.text_to_float(text)
+    if got is None:
+        return  # not handled by the fast path: CPython's parser does it
+    want = float(text)
+    assert math.copysign(1.0, got) == math.copysign(1.0, want) and got == want, text
+
+
+@pytest.mark.parametrize("text", ["2.30259", "0.0839271", "4.1066e-005", "0.001", "1e-05", "-0.5", "123456.789012345",
+                                  "0.000123", "1e22", "7"])
+def test_text_to_float_fast_path_covers_caffe_numbers(text):
+    assert _floats_mod.text_to_float(text) == float(text)
+
+
+@settings(max_examples=5000, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                 st.floats(min_value=1e-4, max_value=1e15), st.floats(min_value=1e-23, max_value=1e-4),
+                 st.decimals(min_value=-10**6, max_value=10**6, places=6, allow_nan=False).map(float),
+                 st.integers(-10**16, 10**16).map(float)))
+def test_float_repr_is_exactly_repr(x):
+    assert _floats_mod.float_repr(x) == repr(x)
+
+
+def test_float_repr_on_values_near_the_fast_path_edges():
+    import random
+
+    rng = random.Random(7)
+    values = [1e-22, 1.5e-05, 1e-05, 9.5e-23, 1e-4, 0.0001000000000000001, 9.999999999999999e-05, 1e15, 999999999999999.9, 4503599627370495.5,
+              0.1 + 0.2, 1 / 3, 2 / 3, 5e-324, -0.0, 0.0, 2.5, 1e16, float("inf"), float("-inf")]
+    values += [rng.uniform(0, 10) for _ in range(20000)] + [round(rng.uniform(0, 100), rng.randint(1, 12))
+                                                             for _ in range(20000)]
+    for x in values:
+        assert _floats_mod.float_repr(x) == repr(x), x

@@ -64,6 +64,146 @@ static int match_iter_rest(const char *p, const char *end, int *kind, span *val)
     return 0;
 }
 
+
+/* ---- floats: exact fast paths for text -> double and double -> repr() text ----
+ *
+ * Both rest on one fact: an integer m < 2^53 and a power of ten 10^p with p <= 22 are exact
+ * doubles, so m * 10^p and m / 10^p are single IEEE operations, correctly rounded (Clinger's
+ * fast path). Anything outside it takes CPython's own routines, so results are always
+ * identical to float(text) and repr(x); tests/test_caffe_speedups.py checks both with
+ * hypothesis. */
+static const double POW10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* float(text) for plain decimals with at most 15 significant digits; 0 done, -1 not handled */
+static int fast_text_to_double(const char *s, const char *e, double *out) {
+    int neg = 0, digits = 0, exp10 = 0, seen = 0;
+    unsigned long long m = 0;
+    if (s < e && (*s == '-' || *s == '+')) { neg = *s == '-'; s++; }
+    while (s < e && *s == '0') { s++; seen = 1; }            /* leading zeros: not significant */
+    for (; s < e && *s >= '0' && *s <= '9'; s++, seen = 1) {
+        if (++digits > 15) return -1;
+        m = m * 10 + (unsigned)(*s - '0');
+    }
+    if (s < e && *s == '.') {
+        s++;
+        for (; s < e && *s >= '0' && *s <= '9'; s++, seen = 1) {
+            if (m == 0 && *s == '0') { exp10--; continue; }    /* 0.000x: zeros after the point */
+            if (++digits > 15) return -1;
+            m = m * 10 + (unsigned)(*s - '0');
+            exp10--;
+        }
+    }
+    if (!seen) return -1;
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        int eneg = 0, ev = 0, ed = 0;
+        s++;
+        if (s < e && (*s == '-' || *s == '+')) { eneg = *s == '-'; s++; }
+        for (; s < e && *s >= '0' && *s <= '9'; s++) { if (++ed > 4) return -1; ev = ev * 10 + (*s - '0'); }
+        if (!ed) return -1;
+        exp10 += eneg ? -ev : ev;
+    }
+    if (s != e) return -1;
+    double d = (double)m;
+    if (m == 0) d = 0.0;
+    else if (exp10 < 0) { if (exp10 < -22) return -1; d /= POW10[-exp10]; }
+    else { if (exp10 > 22) return -1; d *= POW10[exp10]; }
+    *out = neg ? -d : d;
+    return 0;
+}
+
+static int put_uint(char *out, unsigned long long v) {
+    char tmp[24];
+    int n = 0;
+    do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* repr(x) into out (>= 32 bytes) for whole numbers below 1e15 and for values in [1e-22, 1e15)
+ * whose shortest round-trip form has at most 15 significant digits (below 1e-4 in repr's
+ * exponent form): the smallest number p of
+ * decimals for which exactly one integer m near x * 10^p gives back x as m / 10^p.
+ * Returns the length, or -1 when x needs CPython's general algorithm. */
+static int fast_double_repr(double x, char *out) {
+    double a = fabs(x);
+    int n = 0;
+    if (!(a < 1e15) || (a == 0.0 && signbit(x))) return -1;     /* also NaN and inf */
+    if (x < 0) out[n++] = '-';
+    if (a == floor(a)) {
+        n += put_uint(out + n, (unsigned long long)a);
+        out[n++] = '.'; out[n++] = '0';
+        return n;
+    }
+    int sci = a < 1e-4;                                             /* repr uses an exponent */
+    if (sci && a < 1e-22) return -1;
+    for (int p = 1; p <= (sci ? 22 + 15 : 17) && p <= 22; p++) {
+        double scaled = a * POW10[p];
+        if (scaled >= 4503599627370496.0) return -1;               /* m +- 1 must stay exact */
+        double m0 = nearbyint(scaled), found = -1.0;
+        int hits = 0;
+        for (int k = -1; k <= 1; k++) {
+            double m = m0 + k;
+            if (m > 0 && m / POW10[p] == a) { hits++; found = m; }
+        }
+        if (hits > 1) return -1;                                    /* two candidates: let dtoa pick */
+        if (hits == 0) continue;
+        char digits[24];
+        int nd = put_uint(digits, (unsigned long long)found);
+        if (sci) {                                                  /* d[.ddd]e-XX */
+            int e10 = nd - 1 - p;
+            out[n++] = digits[0];
+            if (nd > 1) { out[n++] = '.'; memcpy(out + n, digits + 1, (size_t)(nd - 1)); n += nd - 1; }
+            out[n++] = 'e'; out[n++] = '-';
+            e10 = -e10;
+            if (e10 < 10) out[n++] = '0';
+            n += put_uint(out + n, (unsigned long long)e10);
+            return n;
+        }
+        if (nd <= p) {
+            out[n++] = '0'; out[n++] = '.';
+            for (int i = nd; i < p; i++) out[n++] = '0';
+            memcpy(out + n, digits, (size_t)nd); n += nd;
+        } else {
+            memcpy(out + n, digits, (size_t)(nd - p)); n += nd - p;
+            out[n++] = '.';
+            memcpy(out + n, digits + nd - p, (size_t)p); n += p;
+        }
+        return n;
+    }
+    return -1;
+}
+
+/* repr(x) appended through `put`: the fast path, else CPython's dtoa */
+static char *double_repr_alloc(double x, char *buf, int *len) {
+    int n = fast_double_repr(x, buf);
+    if (n >= 0) { buf[n] = 0; *len = n; return buf; }
+    char *r = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r) *len = (int)strlen(r);
+    return r;
+}
+
+static PyObject *py_float_repr(PyObject *self, PyObject *arg) {
+    double d = PyFloat_AsDouble(arg);
+    if (d == -1.0 && PyErr_Occurred()) return NULL;
+    char buf[40];
+    int n;
+    char *r = double_repr_alloc(d, buf, &n);
+    if (!r) return NULL;
+    PyObject *res = PyUnicode_FromStringAndSize(r, n);
+    if (r != buf) PyMem_Free(r);
+    return res;
+}
+
+static PyObject *py_text_to_float(PyObject *self, PyObject *arg) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s) return NULL;
+    double d;
+    if (fast_text_to_double(s, s + n, &d) == 0) return PyFloat_FromDouble(d);
+    Py_RETURN_NONE;
+}
+
 /* Convert like float(); on failure call the Python fallback (_float). Returns new ref, or Py_None ref, or NULL on error. */
 static PyObject *to_float(span v, PyObject *fallback) {
     char buf[64];
@@ -71,6 +211,7 @@ static PyObject *to_float(span v, PyObject *fallback) {
     if (n < sizeof(buf)) {
         char *endp = NULL;
         double d;
+        if (fast_text_to_double(v.s, v.e, &d) == 0) return PyFloat_FromDouble(d);
         memcpy(buf, v.s, n);
         buf[n] = 0;
         d = PyOS_string_to_double(buf, &endp, NULL);
@@ -419,13 +560,15 @@ static int put_number(sbuf *b, PyObject *v) {
     if (v == Py_None) return sb_str(b, "null");
     if (!PyFloat_CheckExact(v)) return 1;
     double d = PyFloat_AS_DOUBLE(v);
-    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    char buf[40];
+    int n;
+    char *r = double_repr_alloc(d, buf, &n);
     if (!r) return -1;
     int rc;
     if (Py_IS_NAN(d) || Py_IS_INFINITY(d)) { /* not JSON numbers: strings */
-        rc = sb_str(b, "\"") || sb_str(b, r) || sb_str(b, "\"");
-    } else rc = sb_str(b, r);
-    PyMem_Free(r);
+        rc = sb_str(b, "\"") || sb_put(b, r, (size_t)n) || sb_str(b, "\"");
+    } else rc = sb_put(b, r, (size_t)n);
+    if (r != buf) PyMem_Free(r);
     return rc ? -1 : 0;
 }
 /* put_number for a field whose object often repeats (wall_time is one object per
@@ -542,17 +685,12 @@ static PyObject *csv_row(PyObject *self, PyObject *items) {
             PyMem_Free(b.buf);
             Py_RETURN_NOTIMPLEMENTED;
         }
-        if (d == (double)(long long)d && d > -1e15 && d < 1e15 && !(d == 0.0 && signbit(d))) {
-            /* a whole number (NumIters is one per row): repr() prints it as "N.0" */
-            char tmp[32];
-            snprintf(tmp, sizeof tmp, "%lld.0", (long long)d);
-            if (sb_str(&b, tmp)) goto error;
-            continue;
-        }
-        char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+        char buf[40];
+        int len;
+        char *r = double_repr_alloc(d, buf, &len);
         if (!r) goto error;
-        int rc = sb_str(&b, r);
-        PyMem_Free(r);
+        int rc = sb_put(&b, r, (size_t)len);
+        if (r != buf) PyMem_Free(r);
         if (rc) goto error;
     }
     Py_DECREF(seq);
@@ -586,15 +724,12 @@ static int put_csv_cell(sbuf *b, PyObject *v) {
         d = PyLong_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred()) return -1;
     } else return 1;
-    if (d == (double)(long long)d && d > -1e15 && d < 1e15 && !(d == 0.0 && signbit(d))) {
-        char tmp[32];
-        snprintf(tmp, sizeof tmp, "%lld.0", (long long)d);
-        return sb_str(b, tmp) ? -1 : 0;
-    }
-    char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    char buf[40];
+    int len;
+    char *r = double_repr_alloc(d, buf, &len);
     if (!r) return -1;
-    int rc = sb_str(b, r);
-    PyMem_Free(r);
+    int rc = sb_put(b, r, (size_t)len);
+    if (r != buf) PyMem_Free(r);
     return rc ? -1 : 0;
 }
 
@@ -835,6 +970,8 @@ error:
 
 static PyMethodDef methods[] = {
     {"csv_pivot", csv_pivot, METH_VARARGS, "Caffe CSV tables: per-metric loop and rows (see sinks/caffe_csv.py)."},
+    {"float_repr", py_float_repr, METH_O, "repr(x) for a float, through the fast path when it applies (for tests)."},
+    {"text_to_float", py_text_to_float, METH_O, "float(text) through the exact fast path, or None when it does not apply (for tests)."},
     {"csv_row", csv_row, METH_O, "One CSV row of numbers in repr() form (see sinks/caffe_csv.py)."},
     {"format_metrics", format_metrics, METH_VARARGS, "JSON Lines for a list of events (see sinks/jsonl.py)."},
     {"parse_block", parse_block, METH_VARARGS, "Parse an ASCII block of Caffe glog lines (see caffe.py)."},
