@@ -41,7 +41,10 @@ def new_run_id() -> str:
 def _setup_logging(run_dir: Optional[Path], *, quiet: bool):
     """trainvisor's own log: into the run directory's log (a multiprocess log writer
     that the training's Python processes can join too), warnings to stderr.
+    Other libraries' loggers (watchdog, botocore, urllib3, qiniu) write to the run log only,
+    never to stderr: stderr carries the training's bytes unchanged.
     Returns the writer server (or None) for the caller to close."""
+    _close_library_logging()
     root = logging.getLogger("trainvisor")
     root.setLevel(logging.INFO)
     root.propagate = False
@@ -56,15 +59,41 @@ def _setup_logging(run_dir: Optional[Path], *, quiet: bool):
         own = MultiProcessingLogHandler.connect(
             server.address, formatter=logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
         root.addHandler(own)
+        library = MultiProcessingLogHandler.connect(
+            server.address, formatter=logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+        library.setLevel(logging.WARNING)
+    else:
+        library = logging.NullHandler()
+    library.addFilter(_drop_watchdog_stop_race)
+    library._trainvisor_library = True  # type: ignore[attr-defined]
+    logging.getLogger().addHandler(library)  # so logging.lastResort never prints to stderr
     if not quiet:
         sh = logging.StreamHandler(sys.stderr)
         sh.setLevel(logging.WARNING)
         sh.setFormatter(logging.Formatter("trainvisor: %(message)s"))
         root.addHandler(sh)
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())  # quiet and no run log: nothing, not logging's last resort
     return server
 
 
+def _drop_watchdog_stop_race(record: logging.LogRecord) -> bool:
+    """watchdog logs an ERROR when an inotify emitter is stopped while an event arrives
+    (trainvisor stops one whenever a watched directory appears and its parent's watch is
+    replaced); nothing is lost, so it is not worth an error line in the run log."""
+    return not (record.name.startswith("watchdog") and "called when the thread is inactive" in str(record.msg))
+
+
+def _close_library_logging() -> None:
+    top = logging.getLogger()
+    for h in list(top.handlers):
+        if getattr(h, "_trainvisor_library", False):
+            top.removeHandler(h)
+            h.close()
+
+
 def _close_logging(server) -> None:
+    _close_library_logging()
     root = logging.getLogger("trainvisor")
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -1,0 +1,48 @@
+"""trainvisor's own logging never writes into the training's stderr: other libraries'
+warnings (watchdog, botocore, urllib3) go to the run log, not to logging's last-resort
+stderr handler, because stderr carries the child's bytes unchanged. Run in a fresh
+interpreter: pytest's own handlers on the root logger would hide the last-resort path."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from trainvisor.cli import RUN_LOG_NAME
+
+SCRIPT = """
+import logging, sys
+from pathlib import Path
+from trainvisor.cli import _close_logging, _setup_logging
+run_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+server = _setup_logging(run_dir, quiet=run_dir is None)
+try:
+    logging.getLogger("urllib3.connectionpool").warning("Retrying after connection broken: %s", "reset")
+    logging.getLogger("botocore.credentials").info("Found credentials in environment variables.")
+    logging.getLogger("watchdog.observers.inotify").error(
+        "InotifyEmitter.queue_events() called when the thread is inactive")
+    logging.getLogger("trainvisor.upload").warning("upload of %s failed, retrying", "w.caffemodel")
+finally:
+    _close_logging(server)
+logging.getLogger("late.library").warning("after close")
+"""
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_library_warnings_go_to_the_run_log_not_to_stderr(tmp_path):
+    out = _script(str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    # only trainvisor's own warning; after close, logging is back to Python's default
+    assert out.stderr == "trainvisor: upload of w.caffemodel failed, retrying\nafter close\n"
+    run_log = (tmp_path / RUN_LOG_NAME).read_text()
+    assert "urllib3.connectionpool: Retrying after connection broken: reset" in run_log
+    assert "trainvisor.upload: upload of w.caffemodel failed, retrying" in run_log
+    assert "Found credentials" not in run_log  # below WARNING from libraries
+    assert "thread is inactive" not in run_log  # watchdog's benign stop race is dropped
+
+
+def test_without_a_run_directory_library_warnings_are_silent():
+    out = _script()
+    assert out.returncode == 0 and out.stderr == "after close\n", out.stderr
