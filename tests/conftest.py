@@ -72,3 +72,20 @@ def kodo(tmp_path, monkeypatch):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def moto_endpoint():
+    """A real moto S3 server (HTTP) on 127.0.0.1; its URL."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

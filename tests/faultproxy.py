@@ -77,6 +77,11 @@ class FaultProxy:
             self._faults.append(_Fault(method.upper(), re.compile(path_regex),
                                        re.compile(query_regex) if query_regex else None, action, times))
 
+    def clear_faults(self) -> None:
+        """Forget the faults not yet used."""
+        with self._lock:
+            self._faults.clear()
+
     def down(self, seconds: float) -> None:
         """For `seconds`, every request's connection is closed without a reply."""
         self._down_until = time.monotonic() + seconds
@@ -201,15 +206,18 @@ class _Handler(BaseHTTPRequestHandler):
                     p._log(self.command, self.path, -1)
                     return self._hang_up()
         data = resp.read()
-        self.send_response(resp.status, resp.reason)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP and k.lower() != "content-length":
-                self.send_header(k, v)
-        length = resp.getheader("Content-Length") if self.command == "HEAD" else None
-        self.send_header("Content-Length", length or str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        p._log(self.command, self.path, resp.status)
+        p._log(self.command, self.path, resp.status)  # the store has done it, whether or not the client hears
+        try:
+            self.send_response(resp.status, resp.reason)
+            for k, v in resp.getheaders():
+                if k.lower() not in _HOP and k.lower() != "content-length":
+                    self.send_header(k, v)
+            length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client was killed meanwhile
+            self.close_connection = True
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward

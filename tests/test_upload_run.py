@@ -54,20 +54,6 @@ def test_every_checkpoint_is_uploaded_to_a_local_store_with_manifests(tmp_path):
     assert {f["size"] for f in m["files"]} == {1 << 20}
 
 
-@pytest.fixture
-def moto_endpoint(monkeypatch):
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 def test_every_checkpoint_is_uploaded_to_s3_with_manifests(tmp_path, moto_endpoint):
     import boto3
 
