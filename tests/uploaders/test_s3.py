@@ -35,3 +35,12 @@ def test_offline_mode_refuses_the_public_aws_endpoint():
 
     with pytest.raises(ConfigError, match="TRAINVISOR_OFFLINE=1 but s3://b/p would reach the public AWS endpoint"):
         open_uploader("s3://b/p")
+
+
+def test_parts_grow_in_whole_mib_so_no_file_needs_more_than_10000():
+    from trainvisor.uploaders.s3 import part_size_for
+
+    assert part_size_for(256 << 20) == 8 << 20
+    assert part_size_for(80_000 << 20) == 8 << 20  # exactly 10,000 parts of 8 MiB
+    big = (5 << 40) - 1  # S3's largest object
+    assert part_size_for(big) == 525 << 20 and -(-big // part_size_for(big)) <= 10_000

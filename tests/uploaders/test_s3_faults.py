@@ -4,6 +4,7 @@ byte-identical, completed once."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import boto3
@@ -11,6 +12,7 @@ import pytest
 
 from tests.faultproxy import FaultProxy
 from trainvisor.events import Checkpoint, CheckpointFile
+from trainvisor.uploaders.base import UploadError
 from trainvisor.uploaders.manager import RetryPolicy, UploadManager
 from trainvisor.uploaders.s3 import S3Uploader
 
@@ -75,3 +77,58 @@ def test_the_store_down_for_30_seconds_delays_the_upload_but_it_completes_once(p
     assert s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.caffemodel")["Body"].read() == open(src, "rb").read()
     manifest = s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.manifest.json")["Body"].read()
     assert b'"iteration": 100' in manifest
+
+
+def _failed_attempt(proxy, tmp_path, src: str) -> S3Uploader:
+    """One upload attempt that fails for good on part 3 (more 503s than botocore retries)."""
+    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=proxy.url, state_dir=str(tmp_path / "run"))
+    proxy.inject("PUT", r"/ckpt/k$", 503, times=10, query_regex=r"(^|&)partNumber=3(&|$)")
+    with pytest.raises(UploadError) as err:
+        up.upload(src, "k")
+    assert err.value.retryable
+    proxy.clear_faults()
+    return up
+
+
+def _accepted_parts(proxy, since: int = 0) -> list[int]:
+    return [int(re.search(r"partNumber=(\d+)", q).group(1)) for m, _, q, s in proxy.requests[since:]
+            if m == "PUT" and s == 200 and "partNumber=" in q]
+
+
+def test_a_failed_attempt_is_resumed_by_the_next_without_resending_accepted_parts(proxied, tmp_path):
+    proxy, s3 = proxied
+    src = _file(tmp_path, 30 * MB)  # parts 1..4
+    up = _failed_attempt(proxy, tmp_path, src)
+    first = _accepted_parts(proxy)
+    assert 3 not in first and first
+    mark = len(proxy.requests)
+    up.upload(src, "k")
+    assert sorted(first + _accepted_parts(proxy, mark)) == [1, 2, 3, 4]  # each part accepted once
+    assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 1
+    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
+    assert s3.list_multipart_uploads(Bucket="ckpt").get("Uploads", []) == []
+
+
+def test_a_file_changed_between_attempts_aborts_the_old_upload_and_sends_the_new_bytes(proxied, tmp_path):
+    proxy, s3 = proxied
+    src = _file(tmp_path, 30 * MB)
+    up = _failed_attempt(proxy, tmp_path, src)
+    with open(src, "r+b") as fh:  # same size, new bytes, new mtime
+        fh.write(b"rewritten")
+    os.utime(src, ns=(time.time_ns(), time.time_ns() + 10**9))
+    up.upload(src, "k")
+    assert proxy.count("DELETE", r"(^|&)uploadId=", status=204) == 1  # the old version's parts, aborted
+    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
+    assert s3.list_multipart_uploads(Bucket="ckpt").get("Uploads", []) == []
+
+
+def test_an_upload_the_store_no_longer_knows_is_started_over(proxied, tmp_path):
+    proxy, s3 = proxied
+    src = _file(tmp_path, 30 * MB)
+    up = _failed_attempt(proxy, tmp_path, src)
+    for u in s3.list_multipart_uploads(Bucket="ckpt")["Uploads"]:  # e.g. a lifecycle rule expired it
+        s3.abort_multipart_upload(Bucket="ckpt", Key=u["Key"], UploadId=u["UploadId"])
+    up.upload(src, "k")  # ListParts says NoSuchUpload: a new upload, all parts sent
+    assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 2
+    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
+    assert not list((tmp_path / "run" / "s3-progress").glob("*.json"))

@@ -60,7 +60,7 @@ def _open_s3(url: str, state_dir: Optional[str]) -> Uploader:
         raise ConfigError(f"S3 URL must look like s3://bucket/prefix, got {url!r}")
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
     _refuse_public_host_when_offline(endpoint, url)
-    return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint)
+    return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint, state_dir=state_dir)
 
 
 def _refuse_public_host_when_offline(endpoint: "str | None", url: str, default: str = "the public AWS endpoint") -> None:
