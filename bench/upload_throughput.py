@@ -15,7 +15,7 @@ UploadManager, whose uploader is S3Uploader to the same server; printed is the t
 close of each set's last file to the moment the first file of that set enters `upload`.
 Target: median under 0.5 s.
 
-    python bench/upload_throughput.py [--size-mib 256] [--rounds 3] [--n 20]
+    python bench/upload_throughput.py [--size-mib 256] [--rounds 9] [--n 20]
 """
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def close_to_upload_start(url: str, n: int, size: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size-mib", type=int, default=256)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--n", type=int, default=20, help="checkpoints for the latency figure")
     ap.add_argument("--pin", action="store_true",
                     help="server on CPU 1, uploads on CPU 0: the store on its own machine, as in production")
