@@ -45,6 +45,14 @@ def _combined_etag(digests: list[bytes]) -> str:
     return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
 
 
+def _etag(reply: dict) -> str:
+    return str(reply.get("ETag", "")).strip('"')
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
 class S3Uploader:
     """One bucket. `state_dir` (the run directory) keeps UploadIds so a restarted trainvisor
     resumes; without it, retries within this process still resume."""
@@ -52,7 +60,6 @@ class S3Uploader:
     def __init__(self, bucket: str, *, url: str, endpoint_url: Optional[str] = None,
                  concurrency: int = 8, part_size: int = _PART, state_dir: Optional[str] = None) -> None:
         self.url, self.bucket = url, bucket
-        self._concurrency = concurrency
         # The settings boto3's upload_file would be given for the same job (the bench baseline).
         self.config = TransferConfig(multipart_threshold=part_size, multipart_chunksize=part_size,
                                      max_concurrency=concurrency, use_threads=True)
@@ -69,7 +76,7 @@ class S3Uploader:
 
     def _error(self, what: str, exc: Exception) -> UploadError:
         if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = _code(exc)
             return UploadError(f"{what} on {self.url}: {code}", retryable=code not in _PERMANENT)
         retry = isinstance(exc, (EndpointConnectionError, BotoCoreError))
         return UploadError(f"{what} on {self.url}: {type(exc).__name__}", retryable=retry)
@@ -84,45 +91,38 @@ class S3Uploader:
             raise UploadError(str(err), retryable=False) from exc
 
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
+        progress = progress or (lambda n: None)
         try:
             st = os.stat(local_path)
             with open(local_path, "rb") as f:
                 if st.st_size < self.config.multipart_threshold:
-                    want = self._put_whole(f, key)
+                    want = self._put_whole(f, key, progress)
                 else:
-                    want = self._multipart(f.fileno(), key, st, progress or (lambda n: None))
+                    want = self._multipart(f.fileno(), key, st, progress)
             head = self._client.head_object(Bucket=self.bucket, Key=key)
         except FileNotFoundError:
             raise UploadError(f"{local_path}: no such file", retryable=False) from None
         except OSError as exc:
             raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
-        except (ClientError, BotoCoreError) as exc:
-            raise self._failed(key, exc) from exc
-        except UploadError as exc:
-            if not exc.retryable:
+        except (ClientError, BotoCoreError, UploadError) as exc:
+            err = exc if isinstance(exc, UploadError) else self._error(f"upload of {key}", exc)
+            # A recorded upload is kept for the next attempt unless it cannot help any more.
+            if isinstance(exc, ClientError) and _code(exc) == "NoSuchUpload":  # expired or aborted
+                self._records.forget(key)
+            elif not err.retryable:
                 self._abort_recorded(key)
-            raise
+            if err is exc:
+                raise
+            raise err from exc
         got = head["ETag"].strip('"')
         if got != want or head["ContentLength"] != st.st_size:
             raise UploadError(f"{key}: stored ETag {got} does not match the file ({want})", retryable=True)
-        if progress is not None and st.st_size < self.config.multipart_threshold:
-            progress(st.st_size)
         return UploadedObject(key=key, size=head["ContentLength"], checksum=f"etag:{got}")
 
-    def _failed(self, key: str, exc: Exception) -> UploadError:
-        """Keep a recorded upload for the next attempt unless it cannot help any more."""
-        err = self._error(f"upload of {key}", exc)
-        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
-        if code == "NoSuchUpload":  # the store dropped it (expired, aborted): start over next time
-            self._records.forget(key)
-            return UploadError(str(err), retryable=True)
-        if not err.retryable:
-            self._abort_recorded(key)
-        return err
-
-    def _put_whole(self, f, key: str) -> str:
+    def _put_whole(self, f, key: str, progress: Progress) -> str:
         data = f.read()
         self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
+        progress(len(data))
         return hashlib.md5(data).hexdigest()
 
     def _multipart(self, fd: int, key: str, st: os.stat_result, progress: Progress) -> str:
@@ -137,7 +137,7 @@ class S3Uploader:
             try:
                 held = self._held_parts(key, record["upload_id"])
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                if _code(exc) != "NoSuchUpload":
                     raise
                 self._records.forget(key)
                 record = None
@@ -169,29 +169,27 @@ class S3Uploader:
                 raise UploadError("cancelled", retryable=True)
             offset = (number - 1) * part
             length = min(part, size - offset)
-            have = held.get(number)
-            if have is not None and have.get("Size") == length and \
-                    have.get("ETag", "").strip('"') == hashes.get(number).hex():
-                reply = have
-            else:
+            reply = held.get(number)
+            # A held part is kept when it has this part's md5; a new part is sent before its
+            # md5 is needed, so the hashing thread never holds the sender up.
+            if reply is None or reply.get("Size") != length or _etag(reply) != hashes.get(number).hex():
                 data = os.pread(fd, length, offset)
                 if len(data) != length:
                     raise UploadError(f"{key}: the file shrank during its upload", retryable=True)
                 reply = self._client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
                                                  PartNumber=number, Body=data, **self._checksum)
-                del data
-                etag = hashes.get(number).hex()
-                if reply["ETag"].strip('"') != etag:
-                    raise UploadError(f"{key}: part {number} was stored with ETag {reply['ETag']}, "
-                                      f"not the md5 of its bytes ({etag})", retryable=True)
+            digest = hashes.get(number)
+            if _etag(reply) != digest.hex():
+                raise UploadError(f"{key}: part {number} was stored with ETag {reply['ETag']}, "
+                                  f"not the md5 of its bytes ({digest.hex()})", retryable=True)
             progress(length)
             entry = {"PartNumber": number, "ETag": reply["ETag"]}
             if reply.get("ChecksumCRC32"):  # S3 wants the parts' checksums back at completion
                 entry["ChecksumCRC32"] = reply["ChecksumCRC32"]
-            return entry, hashes.get(number)
+            return entry, digest
 
         try:
-            with ThreadPoolExecutor(self._concurrency, thread_name_prefix="trainvisor-s3") as pool:
+            with ThreadPoolExecutor(self.config.max_request_concurrency, thread_name_prefix="trainvisor-s3") as pool:
                 futures = [pool.submit(one, n) for n in range(1, count + 1)]
                 wait(futures, return_when=FIRST_EXCEPTION)
                 failed = next((f for f in futures if f.done() and f.exception() is not None), None)
