@@ -12,10 +12,8 @@ file's qiniu etag, computed while the upload runs.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from qiniu.services.storage.uploaders import FormUploader, ResumeUploaderV2
 
 from .background import Background
 from .base import Progress, UploadedObject, UploadError
+from .records import ResumeRecords
 
 __all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
 
@@ -84,38 +83,25 @@ class KodoHosts:
 
 
 class _VersionRecorder:
-    """The SDK's progress-record interface, written atomically (temp + rename), in a folder
-    named after the file version so a changed file never resumes another version's parts."""
+    """The SDK's progress-record interface over ResumeRecords, in a folder named after the file
+    version so a changed file never resumes another version's parts."""
+
+    _KEY = "record"  # one file version per folder: one record
 
     def __init__(self, folder: str) -> None:
-        self.folder = folder
-        os.makedirs(folder, exist_ok=True)
-
-    def _path(self, file_name: str, key: str) -> str:
-        return os.path.join(self.folder, "record.json")
+        self._records = ResumeRecords(folder)
 
     def has_upload_record(self, file_name: str, key: str) -> bool:
-        return os.path.isfile(self._path(file_name, key))
+        return self._records.get(self._KEY) is not None
 
     def get_upload_record(self, file_name: str, key: str) -> Optional[dict]:
-        try:
-            with open(self._path(file_name, key)) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
+        return self._records.get(self._KEY)
 
     def set_upload_record(self, file_name: str, key: str, data: dict) -> None:
-        path = self._path(file_name, key)
-        tmp = f"{path}.{threading.get_ident()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        self._records.put(self._KEY, data)
 
     def delete_upload_record(self, file_name: str, key: str) -> None:
-        try:
-            os.unlink(self._path(file_name, key))
-        except FileNotFoundError:
-            pass
+        self._records.forget(self._KEY)
 
 
 class KodoUploader:

@@ -1,7 +1,8 @@
 """Small per-key JSON records of uploads in progress, so an attempt can resume an earlier one.
 
-Kept in memory and, given a folder (in the run directory), on disk as one file per key written
-atomically (temp + rename): a crash leaves either the old record or the new one, never half.
+Given a folder (in the run directory), each record is one file written atomically (temp, fsync,
+rename): a crash leaves the old record or the new one, never half. Without a folder they live in
+memory, so retries within one process still resume.
 """
 from __future__ import annotations
 
@@ -20,45 +21,42 @@ class ResumeRecords:
         self._memory: dict[str, dict] = {}
         self._lock = threading.Lock()
 
-    def _path(self, key: str) -> Optional[str]:
-        if self.folder is None:
-            return None
+    def _path(self, key: str) -> str:
+        assert self.folder is not None
         return os.path.join(self.folder, hashlib.sha1(key.encode()).hexdigest() + ".json")
 
     def get(self, key: str) -> Optional[dict]:
-        with self._lock:
-            if key in self._memory:
-                return self._memory[key]
-        path = self._path(key)
-        if path is None:
-            return None
+        if self.folder is None:
+            with self._lock:
+                return self._memory.get(key)
         try:
-            with open(path) as f:
-                record = json.load(f)
+            with open(self._path(key)) as f:
+                stored = json.load(f)
         except (OSError, ValueError):  # none, or unreadable: start over rather than guess
             return None
-        return record if isinstance(record, dict) and record.get("key") == key else None
+        ok = isinstance(stored, dict) and stored.get("key") == key and isinstance(stored.get("record"), dict)
+        return stored["record"] if ok else None
 
     def put(self, key: str, record: dict) -> None:
-        record = {**record, "key": key}
-        with self._lock:
-            self._memory[key] = record
+        if self.folder is None:
+            with self._lock:
+                self._memory[key] = record
+            return
+        os.makedirs(self.folder, exist_ok=True)
         path = self._path(key)
-        if path is not None:
-            os.makedirs(self.folder, exist_ok=True)  # type: ignore[arg-type]
-            tmp = f"{path}.{threading.get_ident()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(record, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+        tmp = f"{path}.{threading.get_ident()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"key": key, "record": record}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
     def forget(self, key: str) -> None:
-        with self._lock:
-            self._memory.pop(key, None)
-        path = self._path(key)
-        if path is not None:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        if self.folder is None:
+            with self._lock:
+                self._memory.pop(key, None)
+            return
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            pass
