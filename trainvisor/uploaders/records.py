@@ -1,8 +1,9 @@
 """Small per-key JSON records of uploads in progress, so an attempt can resume an earlier one.
 
-Given a folder (in the run directory), each record is one file written atomically (temp, fsync,
-rename): a crash leaves the old record or the new one, never half. Without a folder they live in
-memory, so retries within one process still resume.
+Given a folder (in the run directory), each record is one file written atomically (temp, then
+rename): a killed process leaves the old record or the new one, never half. There is no fsync:
+a record lost to a power cut only costs sending those parts again, and an unreadable one reads
+as none. Without a folder they live in memory, so retries within one process still resume.
 """
 from __future__ import annotations
 
@@ -42,14 +43,14 @@ class ResumeRecords:
             with self._lock:
                 self._memory[key] = record
             return
-        os.makedirs(self.folder, exist_ok=True)
         path = self._path(key)
-        tmp = f"{path}.{threading.get_ident()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"key": key, "record": record}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # One writer at a time, so the last put() wins: the qiniu SDK puts a snapshot from
+        # each of its worker threads, and an older one landing last would forget parts.
+        with self._lock:
+            os.makedirs(self.folder, exist_ok=True)
+            with open(path + ".tmp", "w") as f:
+                json.dump({"key": key, "record": record}, f)
+            os.replace(path + ".tmp", path)
 
     def forget(self, key: str) -> None:
         if self.folder is None:
