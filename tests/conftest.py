@@ -74,6 +74,16 @@ def kodo(tmp_path, monkeypatch):
         server.stop()
 
 
+def s3_env(endpoint: str, tmp_path: Path, **overrides: str) -> dict[str, str]:
+    """Environment for a trainvisor subprocess talking to the S3 server at `endpoint`: dummy
+    credentials, no AWS config files, no instance-metadata lookups, offline mode."""
+    (tmp_path / "aws-none").write_text("")
+    return {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true",
+            "TRAINVISOR_OFFLINE": "1", "AWS_CONFIG_FILE": str(tmp_path / "aws-none"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-none"), **overrides}
+
+
 @pytest.fixture
 def moto_endpoint():
     """A real moto S3 server (HTTP) on 127.0.0.1; its URL."""

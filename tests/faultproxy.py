@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 __all__ = ["FaultProxy"]
 
+_PART_NUMBER = re.compile(r"(?:^|&)partNumber=(\d+)")
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
@@ -91,6 +92,13 @@ class FaultProxy:
         with self._lock:
             return sum(1 for m, _, query, s in self.requests
                        if m == method and q.search(query) and (status is None or s == status))
+
+    def accepted_parts(self, since: int = 0) -> list[int]:
+        """Part numbers of the multipart PUTs the store accepted (200), from request `since` on."""
+        with self._lock:
+            found = [_PART_NUMBER.search(query) for m, _, query, s in self.requests[since:]
+                     if m == "PUT" and s == 200]
+        return [int(f.group(1)) for f in found if f]
 
     def _fault_for(self, method: str, path: str, query: str) -> Optional[Union[int, str]]:
         with self._lock:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 
+from tests.conftest import s3_env
 from tests.faultproxy import FaultProxy
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
@@ -58,35 +58,27 @@ def test_sigkill_mid_upload_then_restart_resumes_and_uploads_once(kodo, tmp_path
     assert not any((run_dir / "kodo-progress").iterdir())  # the record is gone once verified
 
 
-PART = r"(^|&)partNumber=\d+(&|$)"
-
-
 def test_s3_sigkill_mid_upload_then_restart_resumes_the_same_multipart_upload(moto_endpoint, tmp_path):
     import boto3
 
     src = _big_file(tmp_path / "net_iter_9000.caffemodel")
     parts = -(-SIZE // (8 << 20))
-    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        (tmp_path / name).write_text("")
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
-               AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=str(tmp_path / "AWS_CONFIG_FILE"),
-               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "AWS_SHARED_CREDENTIALS_FILE"))
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                       region_name="us-east-1")
     s3.create_bucket(Bucket="ckpt")
     run_dir = tmp_path / "run"
     with FaultProxy(moto_endpoint) as proxy:
-        env["AWS_ENDPOINT_URL"] = proxy.url
+        env = s3_env(proxy.url, tmp_path)
         argv = TRAINVISOR + ["upload", src, "--to", "s3://ckpt/backup", "--run-dir", str(run_dir), "--no-progress"]
         first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path, env=env)
         deadline = time.monotonic() + 120
-        while proxy.count("PUT", PART, status=200) < parts // 3 and first.poll() is None \
+        while len(proxy.accepted_parts()) < parts // 3 and first.poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.005)
         first.send_signal(signal.SIGKILL)
         first.wait(30)
         first.stderr.close()
-        confirmed = _part_numbers(proxy)
+        confirmed = set(proxy.accepted_parts())
         assert parts // 3 <= len(confirmed) < parts, "the kill did not land in the middle of the upload"
         assert proxy.count("POST", r"(^|&)uploadId=", status=200) == 0  # not completed
         assert list((run_dir / "s3-progress").glob("*.json")), "the UploadId was not recorded before the parts"
@@ -94,7 +86,7 @@ def test_s3_sigkill_mid_upload_then_restart_resumes_the_same_multipart_upload(mo
 
         second = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
         assert second.returncode == 0, second.stderr[-2000:]
-        resent = _part_numbers(proxy, since=before)
+        resent = set(proxy.accepted_parts(since=before))
         assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 1  # one multipart upload, resumed
         assert proxy.count("POST", r"(^|&)uploadId=", status=200) == 1  # completed once
     # The restart sent only parts the store did not hold: none it had confirmed before the kill.
@@ -106,9 +98,3 @@ def test_s3_sigkill_mid_upload_then_restart_resumes_the_same_multipart_upload(mo
     assert s3.list_multipart_uploads(Bucket="ckpt").get("Uploads", []) == []  # nothing left billed
     assert not list((run_dir / "s3-progress").glob("*.json"))  # the record is gone once verified
 
-
-def _part_numbers(proxy: FaultProxy, since: int = 0) -> set[int]:
-    """Part numbers the store accepted (HTTP 200) from request `since` on."""
-    found = (re.search(PART, query) for method, _, query, status in proxy.requests[since:]
-             if method == "PUT" and status == 200)
-    return {int(m.group(0).strip("&").split("=")[1]) for m in found if m}

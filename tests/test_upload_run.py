@@ -3,14 +3,13 @@ reaches the destination, verified, with its manifest, and the output is unchange
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import FAKE_CAFFE
+from .conftest import FAKE_CAFFE, s3_env
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 ITERS = 1000  # fake-caffe --generate 1000 snapshots every 100 iterations: 10 checkpoints
@@ -57,9 +56,7 @@ def test_every_checkpoint_is_uploaded_to_a_local_store_with_manifests(tmp_path):
 def test_every_checkpoint_is_uploaded_to_s3_with_manifests(tmp_path, moto_endpoint):
     import boto3
 
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
-               AWS_ENDPOINT_URL=moto_endpoint, AWS_EC2_METADATA_DISABLED="true", TRAINVISOR_OFFLINE="1",
-               AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    env = s3_env(moto_endpoint, tmp_path)
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                       region_name="us-east-1")
     s3.create_bucket(Bucket="ckpt")
@@ -81,9 +78,7 @@ def test_every_checkpoint_is_uploaded_to_s3_with_manifests(tmp_path, moto_endpoi
 
 def test_a_missing_bucket_stops_the_run_before_the_training_starts(tmp_path, moto_endpoint):
     secret = "s3cr3t-Value-8c1f"
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDTRAINVISORTEST", AWS_SECRET_ACCESS_KEY=secret,
-               AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=moto_endpoint, AWS_EC2_METADATA_DISABLED="true",
-               TRAINVISOR_OFFLINE="1")
+    env = s3_env(moto_endpoint, tmp_path, AWS_ACCESS_KEY_ID="AKIDTRAINVISORTEST", AWS_SECRET_ACCESS_KEY=secret)
     up = fake_caffe_run(tmp_path, "up", ["--upload-to", "s3://nobucket/x"], env=env, size=1024)
     err = up.stderr.decode()
     assert up.returncode == 3

@@ -1,6 +1,4 @@
 """Every uploader test runs offline: a destination that is not on 127.0.0.1 is refused."""
-import logging
-
 import pytest
 
 
@@ -11,10 +9,8 @@ def _offline(monkeypatch):
 
 
 @pytest.fixture
-def moto(tmp_path, monkeypatch):
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+def moto(moto_endpoint, tmp_path, monkeypatch):
+    """The shared moto server, with dummy credentials in this process's environment."""
     for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         empty = tmp_path / name
         empty.write_text("")
@@ -23,8 +19,4 @@ def moto(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    return moto_endpoint

@@ -4,7 +4,6 @@ byte-identical, completed once."""
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import boto3
@@ -90,23 +89,23 @@ def _failed_attempt(proxy, tmp_path, src: str) -> S3Uploader:
     return up
 
 
-def _accepted_parts(proxy, since: int = 0) -> list[int]:
-    return [int(re.search(r"partNumber=(\d+)", q).group(1)) for m, _, q, s in proxy.requests[since:]
-            if m == "PUT" and s == 200 and "partNumber=" in q]
+def _stored_whole(s3, src: str) -> None:
+    """The object is the file's bytes and no multipart upload is left open in the bucket."""
+    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
+    assert s3.list_multipart_uploads(Bucket="ckpt").get("Uploads", []) == []
 
 
 def test_a_failed_attempt_is_resumed_by_the_next_without_resending_accepted_parts(proxied, tmp_path):
     proxy, s3 = proxied
     src = _file(tmp_path, 30 * MB)  # parts 1..4
     up = _failed_attempt(proxy, tmp_path, src)
-    first = _accepted_parts(proxy)
+    first = proxy.accepted_parts()
     assert 3 not in first and first
     mark = len(proxy.requests)
     up.upload(src, "k")
-    assert sorted(first + _accepted_parts(proxy, mark)) == [1, 2, 3, 4]  # each part accepted once
+    assert sorted(first + proxy.accepted_parts(mark)) == [1, 2, 3, 4]  # each part accepted once
     assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 1
-    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
-    assert s3.list_multipart_uploads(Bucket="ckpt").get("Uploads", []) == []
+    _stored_whole(s3, src)
 
 
 def test_a_file_changed_between_attempts_aborts_the_old_upload_and_sends_the_new_bytes(proxied, tmp_path):
@@ -118,8 +117,7 @@ def test_a_file_changed_between_attempts_aborts_the_old_upload_and_sends_the_new
     os.utime(src, ns=(time.time_ns(), time.time_ns() + 10**9))
     up.upload(src, "k")
     assert proxy.count("DELETE", r"(^|&)uploadId=", status=204) == 1  # the old version's parts, aborted
-    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
-    assert s3.list_multipart_uploads(Bucket="ckpt").get("Uploads", []) == []
+    _stored_whole(s3, src)
 
 
 def test_an_upload_the_store_no_longer_knows_is_started_over(proxied, tmp_path):
@@ -130,5 +128,5 @@ def test_an_upload_the_store_no_longer_knows_is_started_over(proxied, tmp_path):
         s3.abort_multipart_upload(Bucket="ckpt", Key=u["Key"], UploadId=u["UploadId"])
     up.upload(src, "k")  # ListParts says NoSuchUpload: a new upload, all parts sent
     assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 2
-    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
+    _stored_whole(s3, src)
     assert not list((tmp_path / "run" / "s3-progress").glob("*.json"))
