@@ -163,16 +163,26 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            out = bytearray()
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                out += self.rfile.read(size)
-                self.rfile.readline()
-            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                pass
-            return bytes(out)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def _read_body(self) -> Optional[bytes]:
+        """The whole request body, or None when the client hung up before sending all of it
+        (a killed uploader): a cut body must never reach the store as if it were complete."""
+        try:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                out = bytearray()
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunk = self.rfile.read(size)
+                    if len(chunk) != size:
+                        return None
+                    out += chunk
+                    self.rfile.readline()
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return bytes(out)
+            size = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(size)
+            return body if len(body) == size else None
+        except (ConnectionError, ValueError):
+            return None
 
     def _forward(self) -> None:
         p = self.proxy
@@ -186,6 +196,9 @@ class _Handler(BaseHTTPRequestHandler):
             p._log(self.command, self.path, -1)
             return self._hang_up()
         body = self._read_body()
+        if body is None:
+            p._log(self.command, self.path, -1)
+            return self._hang_up()
         if isinstance(fault, int):
             payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
                        f"{'ServiceUnavailable' if fault == 503 else 'InternalError'}</Code>"
