@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ class _VersionRecorder:
 
     def __init__(self, folder: str) -> None:
         self._records = ResumeRecords(folder)
+        self._lock = threading.Lock()
+        self._parts = (None, -1)  # (upload_id, parts) of the newest snapshot written
 
     def has_upload_record(self, file_name: str, key: str) -> bool:
         return self._records.get(self._KEY) is not None
@@ -98,7 +101,14 @@ class _VersionRecorder:
         return self._records.get(self._KEY)
 
     def set_upload_record(self, file_name: str, key: str, data: dict) -> None:
-        self._records.put(self._KEY, data)
+        # Each SDK worker writes a snapshot of the parts done; one taken earlier but written
+        # later must not replace a newer one, or a restart would resend parts already stored.
+        newest = (data.get("upload_id"), len(data.get("etags") or ()))
+        with self._lock:
+            if newest[0] == self._parts[0] and newest[1] < self._parts[1]:
+                return
+            self._parts = newest
+            self._records.put(self._KEY, data)
 
     def delete_upload_record(self, file_name: str, key: str) -> None:
         self._records.forget(self._KEY)
