@@ -13,7 +13,6 @@ from trainvisor.errors import ConfigError
 from trainvisor.events import Checkpoint, CheckpointEvent, CheckpointFile, Metric
 from trainvisor.watch import CheckpointWatcher, UploadPolicy, default_recognizers, parse_policy
 from trainvisor.watch.caffe_solver import read_solver_snapshot, solver_path_from_argv, snapshot_target
-from trainvisor.watch.options import WatchOptions, build_watcher
 from trainvisor.watch.recognizers import recognize
 
 MB = 1 << 20
@@ -430,20 +429,6 @@ def test_solver_prefix_that_is_a_directory_or_missing_follows_caffe(tmp_path):
 def test_unreadable_solver_is_a_config_error_naming_the_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read solver missing.prototxt"):
         read_solver_snapshot("missing.prototxt", cwd=str(tmp_path))
-
-
-def test_build_watcher_watches_the_solver_directory_without_being_told(tmp_path):
-    (tmp_path / "solver.prototxt").write_text('snapshot_prefix: "snaps/net"\n')
-    argv = ["caffe", "train", "-solver", "solver.prototxt"]
-    w = build_watcher(WatchOptions(watch=("extra",)), argv=argv, cwd=str(tmp_path), consumer=Recorder())
-    assert sorted(w.roots) == [str(tmp_path / "extra"), str(tmp_path / "snaps")]
-    assert build_watcher(WatchOptions(), argv=["python", "t.py"], cwd=str(tmp_path), consumer=Recorder()) is None
-
-
-def test_watching_a_file_is_a_config_error(tmp_path):
-    (tmp_path / "model.pt").write_bytes(b"x")
-    with pytest.raises(ConfigError, match="--watch model.pt: not a directory"):
-        build_watcher(WatchOptions(watch=("model.pt",)), argv=["python"], cwd=str(tmp_path), consumer=Recorder())
 
 
 def test_fan_out_reaches_every_consumer_when_one_fails(tmp_path):

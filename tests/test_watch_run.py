@@ -48,7 +48,8 @@ def test_bad_upload_policy_is_one_line_before_the_training_starts(tmp_path):
                           capture_output=True, cwd=tmp_path, timeout=60)
     assert proc.returncode != 0
     err = proc.stderr.decode().strip().splitlines()
-    assert err == ["trainvisor: bad --upload-policy 'sometimes': expected all|epoch-end|every-N|last (e.g. every-5)"]
+    assert err == ["trainvisor: --upload-policy: watch.policy: must be all, epoch-end, every-N (e.g. every-5) "
+                   "or last (got 'sometimes')"]
     assert not (tmp_path / "started").exists()
 
 

@@ -1,39 +1,61 @@
 """trainvisor: wrap a training command, pass its output through, parse its metrics,
-back up its checkpoints."""
+back up its checkpoints.
+
+    from trainvisor import Run, RunConfig
+    summary = Run(RunConfig(command=("python", "train.py"))).run()
+
+Names are imported on first use, so `import trainvisor` stays cheap: a supervised run must not
+pay for the parsers, the uploaders or psutil before it needs them.
+"""
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import TrainvisorError
-from .events import CheckpointEvent, LineRecord, Metric
-from .lines import LineBlock, LineSplitter
-from .parsers import ParserOptions, available_parsers, create_parser, register_parser
-from .pipeline import Pipeline
-from .replay import replay
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "__version__",
-    "TrainvisorError",
-    "CheckpointEvent",
-    "LineRecord",
-    "Metric",
-    "LineBlock",
-    "LineSplitter",
-    "ParserOptions",
-    "available_parsers",
-    "create_parser",
-    "register_parser",
-    "Pipeline",
-    "replay",
-    "RunResult",
-    "Supervisor",
-]
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from .errors import TrainvisorError
+    from .events import CheckpointEvent, LineRecord, Metric
+    from .lines import LineBlock, LineSplitter
+    from .parsers import ParserOptions, available_parsers, create_parser, register_parser
+    from .pipeline import Pipeline
+    from .replay import replay
+    from .run import Run, RunSummary
+    from .supervisor import RunResult, Supervisor
+
+_EXPORTS = {
+    "TrainvisorError": "errors",
+    "CheckpointEvent": "events",
+    "LineRecord": "events",
+    "Metric": "events",
+    "LineBlock": "lines",
+    "LineSplitter": "lines",
+    "ParserOptions": "parsers",
+    "available_parsers": "parsers",
+    "create_parser": "parsers",
+    "register_parser": "parsers",
+    "Pipeline": "pipeline",
+    "replay": "replay",
+    "Run": "run",
+    "RunSummary": "run",
+    "RunConfig": "config",
+    "RunResult": "supervisor",
+    "Supervisor": "supervisor",
+}
+
+__all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str):
-    # The supervisor pulls in psutil; `trainvisor parse` / `replay` never need it.
-    if name in ("Supervisor", "RunResult"):
-        from . import supervisor
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainvisor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-        return getattr(supervisor, name)
-    raise AttributeError(f"module 'trainvisor' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

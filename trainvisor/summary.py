@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Iterable, Optional
 
-from .events import Metric, PHASE_TRAIN
+from .events import PHASE_TRAIN, Metric
 from .pipeline import PipelineStats
-from .sinks.stats import StatsSink
 
-__all__ = ["format_summary"]
+__all__ = ["format_summary", "format_replay_summary"]
 
 _LOSS_NAMES = ("total_loss", "loss")
 
@@ -17,22 +16,41 @@ def _fmt(v: float) -> str:
     return "nan" if math.isnan(v) else f"{v:.6g}"
 
 
-def format_summary(
-    stats: PipelineStats,
-    counts: StatsSink,
-    *,
-    exit_code: Optional[int] = None,
-    faults: Optional[dict] = None,
-    metrics_path: Optional[str] = None,
-    run_dir: Optional[str] = None,
-) -> str:
+def format_summary(summary) -> str:
+    """The text `trainvisor run --summary` prints for a `RunSummary`."""
+    s = summary
+    lines = ["", "trainvisor summary", f"  exit code      {s.exit_code}"]
+    lines.append(f"  lines parsed   {s.lines}" + (f" ({s.truncated_lines} cut at the line cap)" if s.truncated_lines else ""))
+    lines.append(f"  metrics        {s.metrics}")
+    lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
+    lines += _metric_lines(s.last_metrics)
+    if s.uploads is not None:
+        u = s.uploads
+        lines.append(f"  uploads        {u.verified} verified, {len(u.pending)} pending, {len(u.failed)} failed"
+                     f" to {u.destination}")
+    for f in s.faults:
+        lines.append(f"  FAILED         {f.component}: {f.count} time(s) (see the run log)")
+    if s.metrics_path:
+        lines.append(f"  metrics file   {s.metrics_path}")
+    lines.append(f"  run directory  {s.run_dir}")
+    return "\n".join(lines)
+
+
+def format_replay_summary(stats: PipelineStats, counts, *, metrics_path: Optional[str] = None) -> str:
+    """The text `trainvisor replay --summary` prints: the same lines, without a process or uploads."""
     lines = ["", "trainvisor summary"]
-    if exit_code is not None:
-        lines.append(f"  exit code      {exit_code}")
     lines.append(f"  lines parsed   {stats.lines}" + (f" ({stats.truncated_lines} cut at the line cap)" if stats.truncated_lines else ""))
     lines.append(f"  metrics        {counts.metrics}")
     lines.append(f"  checkpoints    {counts.checkpoints} announced")
-    last: dict[tuple[str, str], Metric] = counts.last
+    lines += _metric_lines(counts.last.values())
+    if metrics_path:
+        lines.append(f"  metrics file   {metrics_path}")
+    return "\n".join(lines)
+
+
+def _metric_lines(last_metrics: Iterable[Metric]) -> list[str]:
+    last = {(m.phase, m.name): m for m in last_metrics}
+    lines = []
     for name in _LOSS_NAMES:
         m = last.get((PHASE_TRAIN, name))
         if m is not None:
@@ -41,11 +59,4 @@ def format_summary(
     for (phase, name), m in sorted(last.items()):
         if phase != PHASE_TRAIN:
             lines.append(f"  {phase} {name:<10} {_fmt(m.value)} (last, iteration {m.iteration})")
-    if faults:
-        for comp, n in sorted(faults.items()):
-            lines.append(f"  FAILED         {comp}: {n} time(s) (see the run log)")
-    if metrics_path:
-        lines.append(f"  metrics file   {metrics_path}")
-    if run_dir:
-        lines.append(f"  run directory  {run_dir}")
-    return "\n".join(lines)
+    return lines

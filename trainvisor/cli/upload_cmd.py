@@ -16,8 +16,8 @@ from typing import Iterator, Optional, TextIO
 
 import click
 
-from .errors import ConfigError
-from .events import Checkpoint, CheckpointFile
+from ..errors import ConfigError
+from ..events import Checkpoint, CheckpointFile
 
 __all__ = ["upload", "files_to_upload", "format_progress"]
 
@@ -77,9 +77,9 @@ def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency
     """Upload files or directories once, verified, resumable after a crash."""
     from urllib.parse import urlsplit
 
-    from .cli import _close_logging, _setup_logging
-    from .uploaders import open_uploader
-    from .uploaders.manager import RetryPolicy, UploadManager
+    from ..run.logsetup import RunLogging
+    from ..uploaders import open_uploader
+    from ..uploaders.manager import RetryPolicy, UploadManager
 
     files = list(files_to_upload(paths))
     if not files:
@@ -89,7 +89,7 @@ def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency
         raise ConfigError(f"--to needs a URL such as file:///backups or s3://bucket/prefix, got {url!r}")
     rd = Path(run_dir) if run_dir else _default_run_dir(url, files)
     rd.mkdir(parents=True, exist_ok=True)
-    server = _setup_logging(rd, quiet=False)
+    logging_ = RunLogging.start(rd, quiet=False)
     try:
         uploader = open_uploader(url, state_dir=str(rd))
         prefix = parts.path.strip("/") if parts.scheme != "file" else ""
@@ -105,7 +105,7 @@ def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency
         finally:
             manager.close()
     finally:
-        _close_logging(server)
+        logging_.close()
     for key in report.failed:
         click.echo(f"trainvisor: upload failed: {key} (details in {rd / 'train.log'})", err=True)
     if report.failed:

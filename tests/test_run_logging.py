@@ -7,14 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from trainvisor.cli import RUN_LOG_NAME
+from trainvisor.run.logsetup import RUN_LOG_NAME
 
 SCRIPT = """
 import logging, sys
 from pathlib import Path
-from trainvisor.cli import _close_logging, _setup_logging
+from trainvisor.run.logsetup import RunLogging
 run_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else None
-server = _setup_logging(run_dir, quiet=run_dir is None)
+logs = RunLogging.start(run_dir, quiet=run_dir is None)
 try:
     logging.getLogger("urllib3.connectionpool").warning("Retrying after connection broken: %s", "reset")
     logging.getLogger("botocore.credentials").info("Found credentials in environment variables.")
@@ -22,7 +22,7 @@ try:
         "InotifyEmitter.queue_events() called when the thread is inactive")
     logging.getLogger("trainvisor.upload").warning("upload of %s failed, retrying", "w.caffemodel")
 finally:
-    _close_logging(server)
+    logs.close()
 logging.getLogger("late.library").warning("after close")
 """
 

@@ -1,0 +1,100 @@
+"""`trainvisor replay`, `parse` and `parsers`: saved logs through the same pipeline as a live run."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, BinaryIO, Optional
+
+import click
+
+from ..config import ParsingConfig
+from ..config.convert import from_dict
+from ..errors import ConfigError
+from .flags import PARSING_FLAGS, overrides, with_flags
+
+__all__ = ["replay", "parse", "parsers_command"]
+
+
+def _open_log(path: str) -> BinaryIO:
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _parsing(flag_values: dict[str, Any], log_path: str):
+    """The parsing section from the flags (checked like a config file), and its parser. glog lines
+    carry no year: the default is the year of the log file's mtime."""
+    from ..run.build import build_parser
+
+    layer = overrides(click.get_current_context(), PARSING_FLAGS, flag_values)
+    cfg = from_dict(ParsingConfig, layer.data.get("parsing", {}),
+                    locations={k[1:]: v for k, v in layer.locations.items()})
+    year = time.localtime(os.stat(log_path).st_mtime).tm_year
+    return cfg, build_parser(cfg, argv=(), year=year)
+
+
+@click.command()
+@with_flags(PARSING_FLAGS)
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
+              help="Write JSONL here (default: standard output).")
+@click.option("--summary/--no-summary", default=False, help="Print a summary to stderr at the end.")
+@click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
+def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bool, log_path: str) -> None:
+    """Parse a saved LOG through the same pipeline as a live run."""
+    from ..parsers.encoding import open_log_bytes
+    from ..pipeline import Pipeline
+    from ..replay import replay_stream
+    from ..sinks.jsonl import JsonlSink
+    from ..sinks.stats import StatsSink
+    from ..summary import format_replay_summary
+
+    with _open_log(log_path) as fh:
+        cfg, parser = _parsing(flag_values, log_path)
+        sink = JsonlSink(metrics_path if metrics_path else sys.stdout)
+        counts = StatsSink()
+        pipeline = Pipeline(parser, sinks=[sink, counts] if summary else [sink])
+        stats = replay_stream(open_log_bytes(fh), pipeline, max_line=cfg.max_line_bytes)
+    if summary:
+        click.echo(format_replay_summary(stats, counts, metrics_path=metrics_path or "-"), err=True)
+
+
+@click.command()
+@with_flags(PARSING_FLAGS)
+@click.option("--jsonl", "jsonl", is_flag=True, help="Print the metric stream as JSON lines on standard output.")
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), default=None,
+              help="Write LOG.train and LOG.test here, in Caffe parse_log.py's layout.")
+@click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
+def parse(flag_values: dict[str, Any], jsonl: bool, csv_dir: Optional[str], log_path: str) -> None:
+    """Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."""
+    from ..parsers.encoding import open_log_bytes
+    from ..pipeline import Pipeline
+    from ..replay import replay_stream
+    from ..sinks.caffe_csv import CaffeCsvSink
+    from ..sinks.jsonl import JsonlSink
+
+    if csv_dir is None and not jsonl:
+        raise ConfigError("nothing to write: give --jsonl or --csv OUTDIR")
+    with _open_log(log_path) as fh:
+        cfg, parser = _parsing(flag_values, log_path)
+        sinks: list = [JsonlSink(sys.stdout)] if jsonl else []
+        table = CaffeCsvSink(csv_dir, os.path.basename(log_path)) if csv_dir is not None else None
+        if table is not None:
+            sinks.append(table)
+        replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=sinks), max_line=cfg.max_line_bytes)
+    if table is None:
+        return
+    for path in table.written:
+        click.echo(f"wrote {path}", err=True)
+    if not table.written:
+        click.echo(f"trainvisor: no Caffe metrics found in {log_path}; nothing written", err=True)
+
+
+@click.command("parsers")
+def parsers_command() -> None:
+    """List the available parsers with a one-line description each."""
+    from ..parsers import available_parsers
+
+    for name, description in available_parsers():
+        click.echo(f"{name:<12} {description}")

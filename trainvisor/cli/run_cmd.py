@@ -1,0 +1,69 @@
+"""`trainvisor run` and `trainvisor config show`: flags and a config file in, a `RunConfig` out;
+`run` hands it to the library and prints the summary, `config show` prints it."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import click
+
+from ..config import RunConfig
+from ..config.files import load_layers
+from .flags import RUN_FLAGS, config_option, overrides, with_flags
+
+__all__ = ["run", "config_group", "effective_config"]
+
+# An unknown option before the command is an error (click's own, exit 2), never taken as the
+# command; everything after the first positional argument (or `--`) belongs to the command.
+_COMMAND_SETTINGS = {"allow_interspersed_args": False}
+
+
+def effective_config(ctx: click.Context, config_path: Optional[str], flag_values: dict[str, Any],
+                     command: tuple[str, ...]) -> RunConfig:
+    """defaults < config file (or $TRAINVISOR_CONFIG) < TRAINVISOR__* variables < flags < command."""
+    layer = overrides(ctx, RUN_FLAGS, flag_values)
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if argv:
+        layer.set(("command",), argv, "the command line")
+    return load_layers(config_path, layer)
+
+
+@click.command(context_settings=_COMMAND_SETTINGS)
+@config_option
+@with_flags(RUN_FLAGS)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(config_path: Optional[str], flag_values: dict[str, Any], command: tuple[str, ...]) -> None:
+    """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`.
+
+    The command may also come from the config file (`command: [...]`)."""
+    from ..run import Run
+    from ..summary import format_summary
+
+    config = effective_config(click.get_current_context(), config_path, flag_values, command)
+    if not config.command:
+        raise click.UsageError("no command given: trainvisor run [OPTIONS] -- CMD [ARGS...] (or `command:` in --config)")
+    summary = Run(config).run()
+    if config.logging.summary or (config.logging.summary is None and sys.stderr.isatty()):
+        click.echo(format_summary(summary), err=True)
+    sys.exit(summary.exit_code)
+
+
+@click.group("config")
+def config_group() -> None:
+    """Show the effective configuration."""
+
+
+@config_group.command("show", context_settings=_COMMAND_SETTINGS)
+@config_option
+@click.option("--format", "fmt", type=click.Choice(["yaml", "toml"]), default="yaml", show_default=True,
+              help="Output format; either is read back by --config.")
+@with_flags(RUN_FLAGS)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], command: tuple[str, ...]) -> None:
+    """Print the configuration `trainvisor run` would use with these options (secrets masked)."""
+    from ..config.dump import dump
+
+    config = effective_config(click.get_current_context(), config_path, flag_values, command)
+    click.echo(dump(config, fmt), nl=False)

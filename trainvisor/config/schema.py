@@ -1,0 +1,156 @@
+"""`RunConfig`: everything a run is, as one frozen, typed, nested value.
+
+The defaults here are the only defaults: the CLI's flags, `Run(...)` and the config files all
+start from them. Each section is a frozen dataclass; a new feature (a sink, a stop rule, a
+daemon mode) adds a field or a section here and an entry where the run is built, not another
+wiring change in the CLI.
+
+Every optional value defaults to None, so a file that leaves a key out means the same as one
+that writes it (TOML has no null).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
+
+from .settings import Section, at_least, finite_non_negative, non_negative, one_of, positive, setting, upload_policy
+
+__all__ = [
+    "RunConfig",
+    "ProcessConfig",
+    "ParsingConfig",
+    "SinksConfig",
+    "WatchConfig",
+    "UploadConfig",
+    "LoggingConfig",
+    "RunDirConfig",
+    "DEFAULT_RUNS_ROOT",
+    "DEFAULT_MAX_LINE_BYTES",
+]
+
+DEFAULT_RUNS_ROOT = "trainvisor-runs"
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class ProcessConfig(Section):
+    """How the training command is started and stopped."""
+
+    shell: bool = setting(False, help="Run the command through /bin/sh -c.")
+    cwd: Optional[str] = setting(None, help="The child's working directory (default: the current one).")
+    env: Mapping[str, str] = setting(_EMPTY, help="Extra environment variables for the child.")
+    kill_timeout: float = setting(30.0, check=finite_non_negative,
+                                  help="Seconds between SIGTERM and SIGKILL of the whole process tree at shutdown.")
+    output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here.")
+    on_supervisor_death: str = setting("term", check=one_of("term", "keep"),
+                                       help="If trainvisor is killed: 'term' sends the child SIGTERM, 'keep' leaves it.")
+
+
+@dataclass(frozen=True)
+class ParsingConfig(Section):
+    """Which parser reads the output, and how."""
+
+    parser: str = setting("auto", help="Log format parser (see `trainvisor parsers`); auto chooses.")
+    rules: Optional[str] = setting(None, help="YAML or TOML file of regex rules that add to or replace the parser.")
+    year: Optional[int] = setting(None, check=at_least(1970, 9999),
+                                  help="Year of the log's first timestamp (glog lines carry none); default: now.")
+    iters_per_epoch: Optional[int] = setting(None, check=positive,
+                                             help="Iterations per epoch, for formats that only count iterations.")
+    max_line_bytes: int = setting(DEFAULT_MAX_LINE_BYTES, check=positive,
+                                  help="Longer lines are cut (and flagged) for parsing; bytes pass through whole.")
+
+
+@dataclass(frozen=True)
+class SinksConfig(Section):
+    """Where parsed events go. Sinks that arrive later (TensorBoard, Prometheus, webhooks,
+    MLflow) are further fields here, each None (off) by default."""
+
+    jsonl: Optional[str] = setting(None, help="JSONL metrics file (default: RUN_DIR/metrics.jsonl).")
+
+
+@dataclass(frozen=True)
+class WatchConfig(Section):
+    """Which directories are watched for checkpoints, and when a file counts as complete."""
+
+    dirs: tuple[str, ...] = setting((), help="Directories to watch (recursively; may not exist yet).")
+    poll: bool = setting(False, help="Poll instead of inotify: a file is complete when unchanged for `settle` s.")
+    settle: float = setting(2.0, check=non_negative, help="Seconds a polled file must stay unchanged.")
+    checkpoint_patterns: tuple[str, ...] = setting((), help="More checkpoint file names: GLOB or re:REGEX.")
+    policy: str = setting("all", check=upload_policy, help="Which checkpoints to upload: all, epoch-end, every-N, last.")
+    solver_watch: bool = setting(True, help="With `caffe train -solver FILE`, watch its snapshot_prefix directory.")
+
+
+@dataclass(frozen=True)
+class UploadConfig(Section):
+    """Where complete checkpoints are copied, and how long the run waits for that at exit."""
+
+    to: Optional[str] = setting(None, help="file:///path, s3://bucket/prefix or kodo://bucket/prefix.")
+    drain_timeout: float = setting(600.0, check=finite_non_negative,
+                                   help="At exit, wait this long for pending uploads; what is left is listed.")
+    delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before).")
+    concurrency: int = setting(2, check=at_least(1, 64), help="Checkpoint files uploaded at once.")
+
+
+@dataclass(frozen=True)
+class LoggingConfig(Section):
+    """trainvisor's own messages and the end-of-run summary."""
+
+    quiet: bool = setting(False, help="No trainvisor warnings on stderr (they still go to the run log).")
+    summary: Optional[bool] = setting(None, help="Print a summary at the end (default: when stderr is a terminal).")
+
+
+@dataclass(frozen=True)
+class RunDirConfig(Section):
+    """The run's identity and directory."""
+
+    id: Optional[str] = setting(None, help="Run id (default: time + random suffix).")
+    dir: Optional[str] = setting(None, help="Run directory (default: ROOT/RUN_ID).")
+    root: str = setting(DEFAULT_RUNS_ROOT, help="Where run directories are made when `dir` is not given.")
+
+
+@dataclass(frozen=True)
+class RunConfig(Section):
+    """One run. `RunConfig()` has today's CLI defaults; `RunConfig.from_file(path)` reads YAML or
+    TOML; `RunConfig.from_dict(d)` takes the same shape as a dict. Values are checked where the
+    config is built (`ConfigError` naming the key and, for files, the file and line)."""
+
+    command: tuple[str, ...] = setting((), help="The training command, as an argv list.")
+    process: ProcessConfig = field(default_factory=ProcessConfig)
+    parsing: ParsingConfig = field(default_factory=ParsingConfig)
+    sinks: SinksConfig = field(default_factory=SinksConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    upload: UploadConfig = field(default_factory=UploadConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    run: RunDirConfig = field(default_factory=RunDirConfig)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: Optional[str] = None) -> "RunConfig":
+        from .convert import from_dict
+
+        return from_dict(cls, data, source=source)
+
+    @classmethod
+    def from_file(cls, path: str) -> "RunConfig":
+        from .files import load_file
+
+        return load_file(path)
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "RunConfig":
+        """`TRAINVISOR_CONFIG` names a file; `TRAINVISOR__SECTION__KEY=value` sets one value."""
+        from .files import load_layers
+
+        return load_layers(environ=environ)
+
+    def to_dict(self, *, mask_secrets: bool = True) -> dict[str, Any]:
+        from .convert import to_dict
+
+        return to_dict(self, mask_secrets=mask_secrets)
+
+    def with_command(self, command: "tuple[str, ...] | list[str]") -> "RunConfig":
+        return replace(self, command=tuple(command))
+
+
+SECTIONS = tuple(f.name for f in fields(RunConfig) if f.name != "command")

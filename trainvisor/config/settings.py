@@ -1,0 +1,96 @@
+"""How a configuration value is declared: its default, its one-line help, its check, and whether
+it is a secret. The schema (`schema.py`) is written with `setting(...)`; loading, printing and
+the CLI's flags all read these declarations, so a value is described in one place only."""
+from __future__ import annotations
+
+import math
+from dataclasses import Field, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional
+
+__all__ = ["setting", "Section", "upload_policy", "Check", "positive", "non_negative", "finite_non_negative", "one_of", "at_least",
+           "help_of", "is_secret", "check_of"]
+
+Check = Callable[[Any], Optional[str]]
+"""Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
+
+
+def setting(default: Any, *, help: str, check: Optional[Check] = None, secret: bool = False) -> Any:
+    """A dataclass field with the metadata the loader, the printer and the CLI use."""
+    metadata = {"help": help, "check": check, "secret": secret}
+    if isinstance(default, Mapping):  # a read-only mapping is still unhashable: one fresh copy per instance
+        frozen = dict(default)
+        return field(default_factory=lambda: MappingProxyType(dict(frozen)), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def help_of(f: Field) -> str:
+    return f.metadata.get("help", "")
+
+
+def is_secret(f: Field) -> bool:
+    return bool(f.metadata.get("secret", False))
+
+
+def check_of(f: Field) -> Optional[Check]:
+    return f.metadata.get("check")
+
+
+def positive(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    return None if value > 0 else "must be greater than 0"
+
+
+def non_negative(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    return None if value >= 0 else "must not be negative"
+
+
+finite_non_negative = non_negative
+"""Timeouts: nan would never fire and inf never end a wait; both are refused like negatives."""
+
+
+def at_least(low: int, high: Optional[int] = None) -> Check:
+    def check(value: Any) -> Optional[str]:
+        if value is None or (value >= low and (high is None or value <= high)):
+            return None
+        return f"must be between {low} and {high}" if high is not None else f"must be at least {low}"
+
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: Any) -> Optional[str]:
+        if value is None or value in choices:
+            return None
+        return "must be one of " + ", ".join(choices)
+
+    return check
+
+
+def upload_policy(value: Any) -> Optional[str]:
+    from ..errors import ConfigError
+    from ..watch.policy import parse_policy
+
+    try:
+        parse_policy(value)
+    except ConfigError:
+        return "must be all, epoch-end, every-N (e.g. every-5) or last"
+    return None
+
+
+class Section:
+    """Base of every config section: a value is normalised (lists to tuples, dicts to read-only
+    mappings) and checked when it is built, so `WatchConfig(settle=-1)` fails where it is written,
+    in Python as in a file."""
+
+    def __post_init__(self) -> None:
+        from .convert import normalise_and_check
+
+        normalise_and_check(self)

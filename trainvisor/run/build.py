@@ -1,0 +1,100 @@
+"""Turning config sections into the parts of a run: the parser, the checkpoint watcher and the
+upload manager. Each builder checks its section before anything starts, so a bad pattern,
+policy, rules file or destination fails in one line before the training is launched, not ten
+hours into it. Heavy libraries (watchdog, boto3, qiniu, yaml) are imported only by the builder
+whose feature the run uses."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Optional, Sequence
+from urllib.parse import urlsplit
+
+from ..config import ParsingConfig, UploadConfig, WatchConfig
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..parsers.base import Parser
+    from ..uploaders.base import Uploader
+    from ..uploaders.manager import UploadManager
+    from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
+
+__all__ = ["build_parser", "build_watcher", "build_manager", "watch_dirs"]
+
+log = logging.getLogger("trainvisor.run")
+
+
+def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Parser":
+    """The configured parser (auto by default), with its rules file loaded first."""
+    from ..parsers import ParserOptions
+    from ..parsers.select import build_parser as select_parser
+
+    options = ParserOptions(year=cfg.year or year, iters_per_epoch=cfg.iters_per_epoch, argv=tuple(argv))
+    return select_parser(cfg.parser, options, rules=cfg.rules)
+
+
+def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:
+    """The configured directories plus the Caffe solver's snapshot directory."""
+    from ..watch.caffe_solver import snapshot_target
+
+    dirs = list(cfg.dirs)
+    if cfg.solver_watch:
+        target = snapshot_target(argv, cwd=cwd)
+        if target is not None:
+            log.info("caffe solver snapshots go to %s/%s_iter_N.*: watching it", target.directory, target.prefix)
+            dirs.append(target.directory)
+    return dirs
+
+
+def build_watcher(cfg: WatchConfig, *, argv: Sequence[str], cwd: str, consumer: "CheckpointConsumer",
+                  iters_per_epoch: Optional[int] = None) -> "Optional[CheckpointWatcher]":
+    """None when there is nothing to watch; ConfigError for a bad pattern, policy or solver file."""
+    from ..watch.policy import parse_policy
+    from ..watch.recognizers import default_recognizers
+
+    dirs = watch_dirs(cfg, argv=argv, cwd=cwd)
+    if not dirs and not cfg.checkpoint_patterns:
+        return None  # nothing to watch and nothing to check: the recognisers' patterns are not even compiled
+    policy = parse_policy(cfg.policy, iters_per_epoch=iters_per_epoch)
+    recognizers = default_recognizers(cfg.checkpoint_patterns)
+    if not dirs:
+        return None
+    for d in dirs:
+        full = os.path.join(cwd, d)
+        if os.path.exists(full) and not os.path.isdir(full):
+            raise ConfigError(f"watch.dirs (--watch): {d} is not a directory")
+    from ..watch.watcher import CheckpointWatcher
+
+    return CheckpointWatcher(dirs, consumer=consumer, recognizers=recognizers, poll=cfg.poll,
+                             settle=cfg.settle, policy=policy, cwd=cwd)
+
+
+def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]":
+    """The uploader for `upload.to`, or None when nothing is uploaded."""
+    if not cfg.to:
+        return None
+    if not urlsplit(cfg.to).scheme:
+        raise ConfigError(f"upload.to needs a URL such as file:///backups or s3://bucket/prefix, got {cfg.to!r}")
+    from ..uploaders import open_uploader
+
+    return open_uploader(cfg.to, state_dir=run_dir)
+
+
+def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str) -> "UploadManager":
+    """The upload manager, preflighted (a bad destination fails here, before the training starts),
+    with the sets an earlier attempt left unfinished in this run directory queued again."""
+    from ..uploaders.manager import UploadManager
+
+    parts = urlsplit(cfg.to or getattr(uploader, "url", "") or "")
+    prefix = parts.path.strip("/") if parts.scheme != "file" else ""
+    manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix,
+                            concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload)
+    try:
+        manager.preflight()
+        resumed = manager.resume()
+    except BaseException:
+        manager.close()
+        raise
+    if resumed:
+        log.info("resuming %d checkpoint set(s) left unfinished in %s", resumed, run_dir)
+    return manager

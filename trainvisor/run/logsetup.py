@@ -1,0 +1,78 @@
+"""trainvisor's own logging for the length of a run.
+
+Its records go to the run directory's log (a multiprocess log writer that the training's Python
+processes can join too), its warnings to stderr unless quiet. Other libraries' loggers (watchdog,
+botocore, urllib3, qiniu) write to the run log only, never to stderr: stderr carries the training's
+bytes unchanged, so logging's last-resort handler must never fire.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Mapping, Optional
+
+__all__ = ["RunLogging", "RUN_LOG_NAME"]
+
+RUN_LOG_NAME = "train.log"
+_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+
+
+class RunLogging:
+    """Installed by `start`, removed by `close`; `env` lets the child's processes log into the run log."""
+
+    def __init__(self, server: object, own: list[logging.Handler], library: logging.Handler) -> None:
+        self._server = server
+        self._own = own
+        self._library = library
+
+    @classmethod
+    def start(cls, run_dir: Optional[Path], *, quiet: bool) -> "RunLogging":
+        root = logging.getLogger("trainvisor")
+        root.setLevel(logging.INFO)
+        root.propagate = False
+        for h in list(root.handlers):
+            root.removeHandler(h)
+            h.close()
+        server, own, library = None, [], logging.NullHandler()
+        if run_dir is not None:
+            from ..logging import LogWriterServer, MultiProcessingLogHandler
+
+            server = LogWriterServer.start(run_dir / RUN_LOG_NAME, maxBytes=64 << 20, backupCount=10)
+            own.append(MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter(_FORMAT)))
+            library = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter(_FORMAT))
+            library.setLevel(logging.WARNING)
+        library.addFilter(_drop_watchdog_stop_race)
+        logging.getLogger().addHandler(library)  # so logging.lastResort never prints to stderr
+        if not quiet:
+            sh = logging.StreamHandler(sys.stderr)
+            sh.setLevel(logging.WARNING)
+            sh.setFormatter(logging.Formatter("trainvisor: %(message)s"))
+            own.append(sh)
+        if not own:
+            own.append(logging.NullHandler())  # quiet and no run log: nothing, not logging's last resort
+        for h in own:
+            root.addHandler(h)
+        return cls(server, own, library)
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return getattr(self._server, "env", None) or {}
+
+    def close(self) -> None:
+        logging.getLogger().removeHandler(self._library)
+        self._library.close()
+        root = logging.getLogger("trainvisor")
+        for h in self._own:
+            root.removeHandler(h)
+            h.close()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+def _drop_watchdog_stop_race(record: logging.LogRecord) -> bool:
+    """watchdog logs an ERROR when an inotify emitter is stopped while an event arrives
+    (trainvisor stops one whenever a watched directory appears and its parent's watch is
+    replaced); nothing is lost, so it is not worth an error line in the run log."""
+    return not (record.name.startswith("watchdog") and "called when the thread is inactive" in str(record.msg))

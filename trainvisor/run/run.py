@@ -1,0 +1,213 @@
+"""`Run`: one supervised training, everything it owns, from its directory to its summary.
+
+`Run(config).run()` does in Python exactly what `trainvisor run` does on the command line (the
+CLI is a face over this class). The order is the contract:
+  1. the run directory and trainvisor's log;
+  2. the parser, the sinks, the upload destination (preflighted) and the checkpoint watcher,
+     so every configuration error fails before the training starts;
+  3. the training, supervised (its output passed through, parsed live);
+  4. the watcher stopped (the sets the run ended with handed over), uploads drained;
+  5. a `RunSummary`.
+Python users may pass objects the config cannot name: a parser, line hooks, extra sinks, an
+uploader. Everything started is stopped on the way out, whatever raised.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..config import RunConfig
+from ..config.convert import to_dict
+from ..errors import ConfigError
+from .logsetup import RunLogging
+from .summary import FaultCount, RunSummary, UploadTotals
+
+__all__ = ["Run", "new_run_id"]
+
+log = logging.getLogger("trainvisor")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class Run:
+    """One run of `config.command`. Use `Run(config).run()`, or as a context manager when the
+    caller wants the parts set up (and checked) before deciding to start:
+
+        with Run(config) as run:      # run directory, log, preflight, watcher: ready
+            summary = run.run()
+    """
+
+    def __init__(self, config: RunConfig, *, parser: object = None, hooks: Sequence[Callable] = (),
+                 sinks: Sequence[object] = (), uploader: object = None, stdout_fd: Optional[int] = 1,
+                 stderr_fd: Optional[int] = 2, supervisor_factory: Optional[Callable[..., object]] = None) -> None:
+        if not config.command:
+            raise ConfigError("command: no command given (trainvisor run [OPTIONS] -- CMD [ARGS...])")
+        self.config = config
+        self.run_id = config.run.id or new_run_id()
+        self.run_dir = Path(config.run.dir) if config.run.dir else Path(config.run.root) / self.run_id
+        self.metrics_path = Path(config.sinks.jsonl) if config.sinks.jsonl else self.run_dir / "metrics.jsonl"
+        self.summary: Optional[RunSummary] = None
+        self._parser, self._hooks, self._user_sinks, self._uploader = parser, list(hooks), list(sinks), uploader
+        self._stdout_fd, self._stderr_fd = stdout_fd, stderr_fd
+        self._supervisor_factory = supervisor_factory
+        self._stack: Optional[contextlib.ExitStack] = None
+        self._parts: Optional[_Parts] = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "Run":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> "Run":
+        """Set up everything but the training; raises ConfigError / UploadError (preflight)."""
+        if self._stack is not None:
+            return self
+        stack = contextlib.ExitStack()
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            logging_ = RunLogging.start(self.run_dir, quiet=self.config.logging.quiet)
+            stack.callback(logging_.close)
+            log.info("run %s: configuration %s", self.run_id, json.dumps(to_dict(self.config, mask_secrets=True)))
+            self._parts = _Parts.build(self, logging_, stack)
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        return self
+
+    def close(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def run(self) -> RunSummary:
+        """Run the training to its end and return the summary (also kept as `self.summary`)."""
+        if self._stack is None:
+            with self:
+                return self.run()
+        parts = self._parts
+        assert parts is not None
+        log.info("run %s: %s (parser %s, metrics %s)", self.run_id, " ".join(self.config.command),
+                 getattr(parts.parser, "name", type(parts.parser).__name__), self.metrics_path)
+        result = parts.supervise()
+        self.summary = parts.summarise(result)
+        log.info("run %s ended: exit code %d, %d lines, %d events", self.run_id, result.exit_code,
+                 result.stats.lines, result.stats.events)
+        return self.summary
+
+
+class _Parts:
+    """What a started run holds; built in the order that fails fastest."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.parser: object = None
+        self.sinks: list = []
+        self.stats_sink: object = None
+        self.manager: object = None
+        self.watcher: object = None
+        self.uploads: Optional[UploadTotals] = None
+        self.env: dict[str, str] = {}
+
+    @classmethod
+    def build(cls, run: Run, logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
+        from ..sinks.jsonl import JsonlSink
+        from .build import build_parser
+
+        cfg = run.config
+        parts = cls(run)
+        parts.parser = run._parser or build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
+        parts.sinks = [JsonlSink(run.metrics_path), *run._user_sinks]
+        if cfg.logging.summary or (cfg.logging.summary is None and sys.stderr.isatty()):
+            from ..sinks.stats import StatsSink
+
+            parts.stats_sink = StatsSink()
+            parts.sinks.append(parts.stats_sink)
+        parts.env = {**cfg.process.env, **logging_.env}
+        parts._build_checkpoints(stack)
+        return parts
+
+    def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        from .build import build_manager, build_watcher, open_destination
+
+        run, cfg = self.run, self.run.config
+        uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
+        if uploader is not None:
+            self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id)
+            stack.callback(self.manager.close)
+        from ..watch.record import CheckpointRecord, FanOut
+
+        consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
+        cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
+        self.watcher = build_watcher(cfg.watch, argv=cfg.command, cwd=cwd, consumer=FanOut(consumers),
+                                     iters_per_epoch=cfg.parsing.iters_per_epoch)
+        if self.watcher is not None:
+            self.sinks.append(self.watcher.announcement_sink())
+            log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
+        elif self.manager is not None:
+            log.warning("upload.to %s: no directory to watch (give --watch DIR), nothing will be uploaded",
+                        cfg.upload.to)
+
+    def supervise(self):
+        from ..supervisor import Supervisor
+
+        run, cfg = self.run, self.run.config
+        factory = run._supervisor_factory or Supervisor
+        sup = factory(
+            list(cfg.command), parser=self.parser, sinks=self.sinks, hooks=run._hooks, shell=cfg.process.shell,
+            cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
+            max_line=cfg.parsing.max_line_bytes, subreaper=True, extra_env=self.env or None,
+            stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
+        )
+        if self.watcher is not None:
+            self.watcher.start()
+        try:
+            return sup.run()
+        finally:
+            if self.watcher is not None:
+                self.watcher.stop(drain=True)
+            if self.manager is not None:
+                self.uploads = self._drain()
+
+    def _drain(self) -> UploadTotals:
+        cfg = self.run.config.upload
+        report = self.manager.drain(cfg.drain_timeout)
+        for key in report.pending:
+            log.warning("upload not finished within drain timeout %gs: %s", cfg.drain_timeout, key)
+        for key in report.failed:
+            log.error("upload failed for good: %s (see the run log)", key)
+        if not report.pending and not report.failed:
+            log.info("all checkpoint uploads verified")
+        progress = self.manager.progress()
+        destination = cfg.to or getattr(self.manager, "url", "") or ""
+        return UploadTotals(destination=destination, verified=progress.files_done,
+                            pending=tuple(report.pending), failed=tuple(report.failed))
+
+    def summarise(self, result) -> RunSummary:
+        stats_sink = self.stats_sink
+        stats = result.stats
+        return RunSummary(
+            run_id=self.run.run_id, run_dir=str(self.run.run_dir), command=self.run.config.command,
+            exit_code=result.exit_code, returncode=result.returncode, lines=stats.lines, events=stats.events,
+            metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
+            unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,
+            signalled_by=result.signalled_by,
+            faults=tuple(FaultCount(c, n) for c, n in sorted(result.faults.items())),
+            metrics=getattr(stats_sink, "metrics", 0),
+            checkpoints_announced=getattr(stats_sink, "checkpoints", 0),
+            checkpoints_complete=self.watcher.stats.handed_over if self.watcher is not None else 0,
+            uploads=self.uploads,
+            last_metrics=tuple(getattr(stats_sink, "last", {}).values()),
+        )

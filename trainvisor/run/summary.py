@@ -1,0 +1,67 @@
+"""`RunSummary`: what a finished run reports, as one typed record (the CLI prints it; Python
+callers and tests read its fields)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from ..events import Metric
+
+__all__ = ["RunSummary", "FaultCount", "UploadTotals"]
+
+
+@dataclass(frozen=True)
+class FaultCount:
+    """How often one component (a hook, a sink, the parser, the watcher) failed; each failure was
+    contained and logged, none reached the training."""
+
+    component: str
+    count: int
+
+
+@dataclass(frozen=True)
+class UploadTotals:
+    """The uploads of one destination at exit: files verified, and the keys still pending (to be
+    resumed by the next start on this run directory) or failed for good."""
+
+    destination: str
+    verified: int
+    pending: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending and not self.failed
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One finished run. `exit_code` is what `trainvisor run` exits with: the child's code, or
+    128+N when it died of signal N."""
+
+    run_id: str
+    run_dir: str
+    command: tuple[str, ...]
+    exit_code: int
+    returncode: int
+    lines: int
+    events: int
+    metrics_path: Optional[str] = None
+    truncated_lines: int = 0
+    unparsed_bytes: int = 0
+    killed_processes: int = 0
+    signalled_by: Optional[int] = None
+    faults: tuple[FaultCount, ...] = ()
+    metrics: int = 0
+    checkpoints_announced: int = 0
+    checkpoints_complete: int = 0
+    uploads: Optional[UploadTotals] = None
+    last_metrics: tuple[Metric, ...] = ()
+
+    @property
+    def faults_by_component(self) -> Mapping[str, int]:
+        return {f.component: f.count for f in self.faults}
+
+    @property
+    def fault_total(self) -> int:
+        return sum(f.count for f in self.faults)
