@@ -21,6 +21,8 @@ try:
     logging.getLogger("watchdog.observers.inotify").error(
         "InotifyEmitter.queue_events() called when the thread is inactive")
     logging.getLogger("trainvisor.upload").warning("upload of %s failed, retrying", "w.caffemodel")
+    import warnings
+    warnings.warn("Callback with id 1 already exists for watch", RuntimeWarning)
 finally:
     logs.close()
 logging.getLogger("late.library").warning("after close")
@@ -41,6 +43,7 @@ def test_library_warnings_go_to_the_run_log_not_to_stderr(tmp_path):
     assert "trainvisor.upload: upload of w.caffemodel failed, retrying" in run_log
     assert "Found credentials" not in run_log  # below WARNING from libraries
     assert "thread is inactive" not in run_log  # watchdog's benign stop race is dropped
+    assert "RuntimeWarning: Callback with id 1 already exists for watch" in run_log  # a library warning, logged
 
 
 def test_without_a_run_directory_library_warnings_are_silent():

@@ -4,6 +4,7 @@ This package is the only place that imports click."""
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import os
 import sys
@@ -13,23 +14,42 @@ import click
 
 from .. import __version__
 from ..errors import TrainvisorError
-from .log_cmds import parse, parsers_command, replay
-from .run_cmd import config_group, run
-from .upload_cmd import upload
 
 __all__ = ["main", "cli"]
 
 log = logging.getLogger("trainvisor")
 
+# name -> (module, attribute, one-line help): a command's module is imported only when that
+# command runs, so `trainvisor run` pays for neither the log tools nor the upload command.
+COMMANDS = {
+    "run": ("run_cmd", "run", "Run COMMAND under supervision: trainvisor run [OPTIONS] -- CMD [ARGS...]."),
+    "config": ("run_cmd", "config_group", "Show the effective configuration."),
+    "replay": ("log_cmds", "replay", "Parse a saved LOG through the same pipeline as a live run."),
+    "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),
+    "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
+    "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in sorted(COMMANDS)])
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="trainvisor")
 def cli() -> None:
     """Wrap a training command: pass its output through, parse metrics, back up checkpoints."""
-
-
-for _command in (run, replay, parse, parsers_command, upload, config_group):
-    cli.add_command(_command)
 
 
 def _tune_gc() -> None:

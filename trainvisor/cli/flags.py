@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 
 from ..config import RunConfig
+from ..config.convert import type_hints
 from ..config.files import Layer
 from ..config.settings import help_of
 
@@ -71,9 +72,9 @@ _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}
 
 
 def _schema_field(key: tuple[str, str]) -> tuple[Any, Any, Any]:
-    section_cls = typing.get_type_hints(RunConfig)[key[0]]
+    section_cls = type_hints(RunConfig)[key[0]]
     f = next(f for f in fields(section_cls) if f.name == key[1])
-    return f, typing.get_type_hints(section_cls)[key[1]], f.default
+    return f, type_hints(section_cls)[key[1]], f.default
 
 
 def _option(flag: Flag) -> Callable:

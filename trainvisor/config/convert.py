@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections.abc
 import difflib
+import functools
 import re
 import typing
 from dataclasses import fields, is_dataclass
@@ -18,7 +19,7 @@ from typing import Any, Mapping, Optional, Union
 from ..errors import ConfigError
 from .settings import check_of, is_secret
 
-__all__ = ["from_dict", "to_dict", "normalise_and_check", "Locations", "MASK", "mask_url"]
+__all__ = ["from_dict", "to_dict", "normalise_and_check", "type_hints", "Locations", "MASK", "mask_url"]
 
 MASK = "***"
 Key = tuple[str, ...]
@@ -27,6 +28,13 @@ Locations = Mapping[Key, str]
 
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=None)
+def type_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a config class; resolving them is slow, and every section
+    instance is checked when built, so once per class."""
+    return typing.get_type_hints(cls)
 
 
 class _Context:
@@ -58,7 +66,7 @@ def _build(cls: type, data: Any, key: Key, ctx: _Context) -> Any:
     if not isinstance(data, Mapping):
         raise ctx.fail(key, f"must be a table of settings, got {_kind(data)}")
     known = {f.name: f for f in fields(cls)}
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     kwargs = {}
     for name, value in data.items():
         if name not in known:
@@ -132,7 +140,7 @@ def _string_mapping(value: Any, key: Key, ctx: _Context, secret: bool) -> Mappin
 def normalise_and_check(section: Any) -> None:
     """Lists become tuples and dicts read-only mappings; types and ranges are checked, so a
     section built in Python is held to the same rules as one read from a file."""
-    hints = typing.get_type_hints(type(section))
+    hints = type_hints(type(section))
     ctx = _Context(None, None)
     prefix = (_SECTION_NAMES.get(type(section).__name__, ""),)
     for f in fields(section):

@@ -46,19 +46,14 @@ def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:
     return dirs
 
 
-def build_watcher(cfg: WatchConfig, *, argv: Sequence[str], cwd: str, consumer: "CheckpointConsumer",
-                  iters_per_epoch: Optional[int] = None) -> "Optional[CheckpointWatcher]":
-    """None when there is nothing to watch; ConfigError for a bad pattern, policy or solver file."""
+def build_watcher(cfg: WatchConfig, dirs: Sequence[str], *, cwd: str, consumer: "CheckpointConsumer",
+                  iters_per_epoch: Optional[int] = None) -> "CheckpointWatcher":
+    """The watcher of `dirs` (from `watch_dirs`); ConfigError for a bad pattern or a file in the way."""
     from ..watch.policy import parse_policy
     from ..watch.recognizers import default_recognizers
 
-    dirs = watch_dirs(cfg, argv=argv, cwd=cwd)
-    if not dirs and not cfg.checkpoint_patterns:
-        return None  # nothing to watch and nothing to check: the recognisers' patterns are not even compiled
     policy = parse_policy(cfg.policy, iters_per_epoch=iters_per_epoch)
     recognizers = default_recognizers(cfg.checkpoint_patterns)
-    if not dirs:
-        return None
     for d in dirs:
         full = os.path.join(cwd, d)
         if os.path.exists(full) and not os.path.isdir(full):

@@ -3,7 +3,8 @@
 Its records go to the run directory's log (a multiprocess log writer that the training's Python
 processes can join too), its warnings to stderr unless quiet. Other libraries' loggers (watchdog,
 botocore, urllib3, qiniu) write to the run log only, never to stderr: stderr carries the training's
-bytes unchanged, so logging's last-resort handler must never fire.
+bytes unchanged, so logging's last-resort handler must never fire, and Python warnings raised by
+libraries during the run are logged, not printed.
 """
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ class RunLogging:
             library.setLevel(logging.WARNING)
         library.addFilter(_drop_watchdog_stop_race)
         logging.getLogger().addHandler(library)  # so logging.lastResort never prints to stderr
+        # A library's warnings.warn (watchdog warns of inotify watch races) would print to stderr,
+        # into the training's bytes: route them to the run log instead, for the length of the run.
+        logging.captureWarnings(True)
         if not quiet:
             sh = logging.StreamHandler(sys.stderr)
             sh.setLevel(logging.WARNING)
@@ -60,6 +64,7 @@ class RunLogging:
         return getattr(self._server, "env", None) or {}
 
     def close(self) -> None:
+        logging.captureWarnings(False)
         logging.getLogger().removeHandler(self._library)
         self._library.close()
         root = logging.getLogger("trainvisor")

@@ -140,25 +140,31 @@ class _Parts:
         return parts
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
-        from .build import build_manager, build_watcher, open_destination
+        from .build import build_manager, build_watcher, open_destination, watch_dirs
 
         run, cfg = self.run, self.run.config
         uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
         if uploader is not None:
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id)
             stack.callback(self.manager.close)
+        cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
+        dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
+        if not dirs:
+            if cfg.watch.checkpoint_patterns:
+                from ..watch.recognizers import default_recognizers
+
+                default_recognizers(cfg.watch.checkpoint_patterns)  # a bad pattern is still an error
+            if self.manager is not None:
+                log.warning("upload.to %s: no directory to watch (give --watch DIR), nothing will be uploaded",
+                            cfg.upload.to)
+            return
         from ..watch.record import CheckpointRecord, FanOut
 
         consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
-        cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
-        self.watcher = build_watcher(cfg.watch, argv=cfg.command, cwd=cwd, consumer=FanOut(consumers),
+        self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
                                      iters_per_epoch=cfg.parsing.iters_per_epoch)
-        if self.watcher is not None:
-            self.sinks.append(self.watcher.announcement_sink())
-            log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
-        elif self.manager is not None:
-            log.warning("upload.to %s: no directory to watch (give --watch DIR), nothing will be uploaded",
-                        cfg.upload.to)
+        self.sinks.append(self.watcher.announcement_sink())
+        log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
 
     def supervise(self):
         from ..supervisor import Supervisor
