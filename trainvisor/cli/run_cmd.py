@@ -27,7 +27,7 @@ def effective_config(ctx: click.Context, config_path: Optional[str], flag_values
         argv = argv[1:]
     if argv:
         layer.set(("command",), argv, "the command line")
-    return load_layers(config_path, layer)
+    return load_layers(RunConfig, config_path, layer)
 
 
 @click.command(context_settings=_COMMAND_SETTINGS)

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional, Union
 from ..errors import ConfigError
 from .settings import check_of, is_secret
 
-__all__ = ["from_dict", "to_dict", "normalise_and_check", "type_hints", "Locations", "MASK", "mask_url"]
+__all__ = ["Section", "from_dict", "to_dict", "normalise_and_check", "type_hints", "Locations", "MASK", "mask_url"]
 
 MASK = "***"
 Key = tuple[str, ...]
@@ -137,12 +137,23 @@ def _string_mapping(value: Any, key: Key, ctx: _Context, secret: bool) -> Mappin
     return MappingProxyType(out)
 
 
+class Section:
+    """Base of every config section: a value is normalised (lists to tuples, dicts to read-only
+    mappings) and checked when it is built, so `WatchConfig(settle=-1)` fails where it is written,
+    in Python as in a file. `section_key` is its key in a RunConfig (for error messages)."""
+
+    section_key: typing.ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        normalise_and_check(self)
+
+
 def normalise_and_check(section: Any) -> None:
     """Lists become tuples and dicts read-only mappings; types and ranges are checked, so a
     section built in Python is held to the same rules as one read from a file."""
     hints = type_hints(type(section))
     ctx = _Context(None, None)
-    prefix = (_SECTION_NAMES.get(type(section).__name__, ""),)
+    prefix = (getattr(section, "section_key", ""),)
     for f in fields(section):
         t, value = hints[f.name], getattr(section, f.name)
         key = tuple(p for p in prefix + (f.name,) if p)
@@ -154,12 +165,6 @@ def normalise_and_check(section: Any) -> None:
         _check(f, fixed, key, ctx)
         if fixed is not value:
             object.__setattr__(section, f.name, fixed)
-
-
-_SECTION_NAMES = {
-    "ProcessConfig": "process", "ParsingConfig": "parsing", "SinksConfig": "sinks", "WatchConfig": "watch",
-    "UploadConfig": "upload", "LoggingConfig": "logging", "RunDirConfig": "run", "RunConfig": "",
-}
 
 
 def to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:

@@ -129,24 +129,20 @@ def _scalar(raw: str, name: str) -> Any:
         raise ConfigError(f"{name}: not a value: {raw!r}") from exc
 
 
-def load_layers(path: Optional[str] = None, overrides: Optional[Layer] = None,
+def load_layers(cls: type, path: Optional[str] = None, overrides: Optional[Layer] = None,
                 environ: Optional[Mapping[str, str]] = None) -> Any:
-    """The effective `RunConfig`: defaults, then the file (`path`, else $TRAINVISOR_CONFIG), then
-    `TRAINVISOR__*` variables, then `overrides`."""
-    from .schema import RunConfig
-
+    """The effective config of class `cls` (a `RunConfig`): defaults, then the file (`path`, else
+    $TRAINVISOR_CONFIG), then `TRAINVISOR__*` variables, then `overrides`."""
     environ = os.environ if environ is None else environ
     path = path or environ.get(ENV_FILE) or None
     layer = read_file(path) if path else Layer()
     layer.merge(env_layer(environ))
     if overrides is not None:
         layer.merge(overrides)
-    return from_dict(RunConfig, layer.data, source=path, locations=layer.locations)
+    return from_dict(cls, layer.data, source=path, locations=layer.locations)
 
 
-def load_file(path: str) -> Any:
+def load_file(cls: type, path: str) -> Any:
     """`RunConfig.from_file(path)`: the file alone over the defaults (no environment)."""
-    from .schema import RunConfig
-
     layer = read_file(path)
-    return from_dict(RunConfig, layer.data, source=path, locations=layer.locations)
+    return from_dict(cls, layer.data, source=path, locations=layer.locations)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, ClassVar, Mapping, Optional
 
-from .settings import Section, at_least, finite_non_negative, non_negative, one_of, positive, setting, upload_policy
+from .convert import Section, from_dict, to_dict
+from .files import load_file, load_layers
+from .settings import at_least, finite_non_negative, non_negative, one_of, positive, setting, upload_policy
 
 __all__ = [
     "RunConfig",
@@ -38,6 +40,8 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 class ProcessConfig(Section):
     """How the training command is started and stopped."""
 
+    section_key: ClassVar[str] = "process"
+
     shell: bool = setting(False, help="Run the command through /bin/sh -c.")
     cwd: Optional[str] = setting(None, help="The child's working directory (default: the current one).")
     env: Mapping[str, str] = setting(_EMPTY, help="Extra environment variables for the child.")
@@ -51,6 +55,8 @@ class ProcessConfig(Section):
 @dataclass(frozen=True)
 class ParsingConfig(Section):
     """Which parser reads the output, and how."""
+
+    section_key: ClassVar[str] = "parsing"
 
     parser: str = setting("auto", help="Log format parser (see `trainvisor parsers`); auto chooses.")
     rules: Optional[str] = setting(None, help="YAML or TOML file of regex rules that add to or replace the parser.")
@@ -67,12 +73,16 @@ class SinksConfig(Section):
     """Where parsed events go. Sinks that arrive later (TensorBoard, Prometheus, webhooks,
     MLflow) are further fields here, each None (off) by default."""
 
+    section_key: ClassVar[str] = "sinks"
+
     jsonl: Optional[str] = setting(None, help="JSONL metrics file (default: RUN_DIR/metrics.jsonl).")
 
 
 @dataclass(frozen=True)
 class WatchConfig(Section):
     """Which directories are watched for checkpoints, and when a file counts as complete."""
+
+    section_key: ClassVar[str] = "watch"
 
     dirs: tuple[str, ...] = setting((), help="Directories to watch (recursively; may not exist yet).")
     poll: bool = setting(False, help="Poll instead of inotify: a file is complete when unchanged for `settle` s.")
@@ -86,6 +96,8 @@ class WatchConfig(Section):
 class UploadConfig(Section):
     """Where complete checkpoints are copied, and how long the run waits for that at exit."""
 
+    section_key: ClassVar[str] = "upload"
+
     to: Optional[str] = setting(None, help="file:///path, s3://bucket/prefix or kodo://bucket/prefix.")
     drain_timeout: float = setting(600.0, check=finite_non_negative,
                                    help="At exit, wait this long for pending uploads; what is left is listed.")
@@ -97,6 +109,8 @@ class UploadConfig(Section):
 class LoggingConfig(Section):
     """trainvisor's own messages and the end-of-run summary."""
 
+    section_key: ClassVar[str] = "logging"
+
     quiet: bool = setting(False, help="No trainvisor warnings on stderr (they still go to the run log).")
     summary: Optional[bool] = setting(None, help="Print a summary at the end (default: when stderr is a terminal).")
 
@@ -104,6 +118,8 @@ class LoggingConfig(Section):
 @dataclass(frozen=True)
 class RunDirConfig(Section):
     """The run's identity and directory."""
+
+    section_key: ClassVar[str] = "run"
 
     id: Optional[str] = setting(None, help="Run id (default: time + random suffix).")
     dir: Optional[str] = setting(None, help="Run directory (default: ROOT/RUN_ID).")
@@ -127,26 +143,18 @@ class RunConfig(Section):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Optional[str] = None) -> "RunConfig":
-        from .convert import from_dict
-
         return from_dict(cls, data, source=source)
 
     @classmethod
     def from_file(cls, path: str) -> "RunConfig":
-        from .files import load_file
-
-        return load_file(path)
+        return load_file(cls, path)
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "RunConfig":
         """`TRAINVISOR_CONFIG` names a file; `TRAINVISOR__SECTION__KEY=value` sets one value."""
-        from .files import load_layers
-
-        return load_layers(environ=environ)
+        return load_layers(cls, environ=environ)
 
     def to_dict(self, *, mask_secrets: bool = True) -> dict[str, Any]:
-        from .convert import to_dict
-
         return to_dict(self, mask_secrets=mask_secrets)
 
     def with_command(self, command: "tuple[str, ...] | list[str]") -> "RunConfig":

@@ -8,7 +8,7 @@ from dataclasses import Field, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["setting", "Section", "upload_policy", "Check", "positive", "non_negative", "finite_non_negative", "one_of", "at_least",
+__all__ = ["setting", "upload_policy", "Check", "positive", "non_negative", "finite_non_negative", "one_of", "at_least",
            "help_of", "is_secret", "check_of"]
 
 Check = Callable[[Any], Optional[str]]
@@ -84,13 +84,3 @@ def upload_policy(value: Any) -> Optional[str]:
         return "must be all, epoch-end, every-N (e.g. every-5) or last"
     return None
 
-
-class Section:
-    """Base of every config section: a value is normalised (lists to tuples, dicts to read-only
-    mappings) and checked when it is built, so `WatchConfig(settle=-1)` fails where it is written,
-    in Python as in a file."""
-
-    def __post_init__(self) -> None:
-        from .convert import normalise_and_check
-
-        normalise_and_check(self)
