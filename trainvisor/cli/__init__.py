@@ -23,6 +23,7 @@ log = logging.getLogger("trainvisor")
 # command runs, so `trainvisor run` pays for neither the log tools nor the upload command.
 COMMANDS = {
     "run": ("run_cmd", "run", "Run COMMAND under supervision: trainvisor run [OPTIONS] -- CMD [ARGS...]."),
+    "resume": ("run_cmd", "resume", "Finish the uploads a killed run left in RUN_DIR."),
     "config": ("run_cmd", "config_group", "Show the effective configuration."),
     "replay": ("log_cmds", "replay", "Parse a saved LOG through the same pipeline as a live run."),
     "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),

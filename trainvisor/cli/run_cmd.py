@@ -11,7 +11,7 @@ from ..config import RunConfig
 from ..config.files import load_layers
 from .flags import RUN_FLAGS, config_option, overrides, with_flags
 
-__all__ = ["run", "config_group", "effective_config"]
+__all__ = ["run", "resume", "config_group", "effective_config"]
 
 # An unknown option before the command is an error (click's own, exit 2), never taken as the
 # command; everything after the first positional argument (or `--`) belongs to the command.
@@ -67,3 +67,29 @@ def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], comm
 
     config = effective_config(click.get_current_context(), config_path, flag_values, command)
     click.echo(dump(config, fmt), nl=False)
+
+
+@click.command("resume")
+@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False, exists=True))
+@click.option("--drain-timeout", type=float, default=None, metavar="SECONDS",
+              help="Wait this long for the uploads (default: the run's own upload.drain_timeout).")
+@click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr (they still go to the run log).")
+def resume(run_dir: str, drain_timeout: Optional[float], quiet: bool) -> None:
+    """Finish what a killed run left in RUN_DIR: its pending uploads, deletions and manifests."""
+    from pathlib import Path
+
+    from ..config.settings import finite_non_negative
+    from ..errors import ConfigError
+    from ..run.resume import resume as resume_run
+
+    problem = finite_non_negative(drain_timeout)
+    if problem:
+        raise ConfigError(f"--drain-timeout: {problem} (got {drain_timeout!r})")
+    totals = resume_run(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet)
+    if totals is None:
+        click.echo(f"trainvisor: {run_dir} uploads nowhere; nothing to resume", err=True)
+        return
+    click.echo(f"uploads to {totals.destination}: {totals.verified} verified, {len(totals.pending)} pending, "
+               f"{len(totals.failed)} failed", err=True)
+    if not totals.complete:
+        sys.exit(3)

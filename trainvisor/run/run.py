@@ -27,6 +27,8 @@ from ..config import RunConfig
 from ..config.convert import to_dict
 from ..errors import ConfigError
 from .logsetup import RunLogging
+from .rundir import RunDirectory
+from .saved import save_config
 from .summary import FaultCount, RunSummary, UploadTotals
 
 __all__ = ["Run", "new_run_id"]
@@ -52,8 +54,10 @@ class Run:
         if not config.command:
             raise ConfigError("command: no command given (trainvisor run [OPTIONS] -- CMD [ARGS...])")
         self.config = config
+        # The id a new directory gets; a directory that exists keeps its own (known at start()).
         self.run_id = config.run.id or new_run_id()
         self.run_dir = Path(config.run.dir) if config.run.dir else Path(config.run.root) / self.run_id
+        self.attempt = 0
         self.metrics_path = Path(config.sinks.jsonl) if config.sinks.jsonl else self.run_dir / "metrics.jsonl"
         self.summary: Optional[RunSummary] = None
         self._parser, self._hooks, self._user_sinks, self._uploader = parser, list(hooks), list(sinks), uploader
@@ -76,10 +80,15 @@ class Run:
             return self
         stack = contextlib.ExitStack()
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            # The lock first and released last: a second run on this directory touches nothing.
+            rundir = RunDirectory.open(self.run_dir, run_id=self.config.run.id, new_id=lambda: self.run_id)
+            stack.callback(rundir.close)
+            self.run_id, self.attempt = rundir.identity.run_id, rundir.identity.attempt
             logging_ = RunLogging.start(self.run_dir, quiet=self.config.logging.quiet)
             stack.callback(logging_.close)
-            log.info("run %s: configuration %s", self.run_id, json.dumps(to_dict(self.config, mask_secrets=True)))
+            log.info("run %s attempt %d in %s: configuration %s", self.run_id, self.attempt, self.run_dir,
+                     json.dumps(to_dict(self.config, mask_secrets=True)))
+            save_config(self.config, self.run_dir)
             self._parts = _Parts.build(self, logging_, stack)
         except BaseException:
             stack.close()
@@ -129,7 +138,8 @@ class _Parts:
         cfg = run.config
         parts = cls(run)
         parts.parser = run._parser or build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
-        parts.sinks = [JsonlSink(run.metrics_path), *run._user_sinks]
+        # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
+        parts.sinks = [JsonlSink(run.metrics_path, mode="a"), *run._user_sinks]
         if cfg.logging.summary or (cfg.logging.summary is None and sys.stderr.isatty()):
             from ..sinks.stats import StatsSink
 
@@ -205,7 +215,8 @@ class _Parts:
         stats_sink = self.stats_sink
         stats = result.stats
         return RunSummary(
-            run_id=self.run.run_id, run_dir=str(self.run.run_dir), command=self.run.config.command,
+            run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
+            command=self.run.config.command,
             exit_code=result.exit_code, returncode=result.returncode, lines=stats.lines, events=stats.events,
             metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
             unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,

@@ -37,9 +37,10 @@ class UploadTotals:
 @dataclass(frozen=True)
 class RunSummary:
     """One finished run. `exit_code` is what `trainvisor run` exits with: the child's code, or
-    128+N when it died of signal N."""
+    128+N when it died of signal N. `attempt` counts the starts on the run directory."""
 
     run_id: str
+    attempt: int
     run_dir: str
     command: tuple[str, ...]
     exit_code: int

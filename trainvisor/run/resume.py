@@ -1,0 +1,60 @@
+"""`trainvisor resume RUN_DIR`: finish what a killed run left behind, without running anything.
+
+The run directory says where its checkpoints go (its saved configuration) and which uploads are
+unfinished (the upload journal): those are queued again under the run's own id, so the object
+keys are the ones the first attempt used, a large file continues from the parts the store holds,
+and a file the store already has whole is verified and not sent again."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Optional
+
+from ..errors import ConfigError
+from .build import build_manager, open_destination
+from .logsetup import RunLogging
+from .rundir import RunDirectory, read_identity
+from .saved import load_saved_config
+from .summary import UploadTotals
+
+__all__ = ["resume"]
+
+log = logging.getLogger("trainvisor")
+
+
+def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool = False) -> Optional[UploadTotals]:
+    """Finish the run directory's uploads; None when the run uploads nowhere."""
+    if read_identity(run_dir) is None:
+        raise ConfigError(f"{run_dir} is not a trainvisor run directory (no run.json)")
+    config = load_saved_config(run_dir)
+    rundir = RunDirectory.open(run_dir, run_id=None, new_id=lambda: "")
+    try:
+        logs = RunLogging.start(run_dir, quiet=quiet)
+        try:
+            log.info("run %s attempt %d: resuming the uploads left in %s", rundir.identity.run_id,
+                     rundir.identity.attempt, run_dir)
+            return _finish_uploads(config, run_dir, rundir.identity.run_id, drain_timeout)
+        finally:
+            logs.close()
+    finally:
+        rundir.close()
+
+
+def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[float]) -> Optional[UploadTotals]:
+    uploader = open_destination(config.upload, run_dir=str(run_dir))
+    if uploader is None:
+        log.info("run %s uploads nowhere: nothing to resume", run_id)
+        return None
+    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id)
+    try:
+        timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
+        report = manager.drain(timeout)
+        progress = manager.progress()
+    finally:
+        manager.close()
+    for key in report.pending:
+        log.warning("upload not finished within %gs: %s (run resume again)", timeout, key)
+    for key in report.failed:
+        log.error("upload failed for good: %s (see the run log)", key)
+    return UploadTotals(destination=config.upload.to or "", verified=progress.files_done,
+                        pending=tuple(report.pending), failed=tuple(report.failed))
