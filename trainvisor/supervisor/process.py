@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import psutil
@@ -31,6 +32,7 @@ TREE_TOKEN_ENV = "TRAINVISOR_TREE_TOKEN"
 _PR_SET_CHILD_SUBREAPER = 36
 # psutil waits for each process it signalled; a SIGKILLed one is gone in milliseconds.
 _KILL_WAIT = 1.0
+_POLL = 0.02
 
 
 def become_subreaper() -> bool:
@@ -200,7 +202,7 @@ class ProcessTree:
         log.info("SIGTERM sent to %d process(es) left of the child's tree", len(procs))
         for p in procs:
             _send(p, signal.SIGTERM)
-        _, alive = psutil.wait_procs(self._not_child(procs), timeout=timeout)
+        alive = _wait_dead(self._not_child(procs), timeout)
         if not alive:
             log.info("%d process(es) ended by SIGTERM", len(procs))
             return 0
@@ -217,14 +219,35 @@ class ProcessTree:
             for p in procs:
                 if _send(p, signal.SIGKILL):
                     killed += 1
-            psutil.wait_procs(self._not_child(procs), timeout=_KILL_WAIT)
+            _wait_dead(self._not_child(procs), _KILL_WAIT)
         log.info("%d process(es) ended by SIGKILL", killed)
         return killed
 
     def _not_child(self, procs: list[psutil.Process]) -> list[psutil.Process]:
-        """psutil would reap our direct child, and Popen would then report exit
-        status 0 for it (ECHILD): leave waiting for it to Popen."""
+        """Popen waits for our direct child: its end is seen there."""
         return [p for p in procs if p.pid != self.child_pid]
+
+
+def _wait_dead(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process is gone or a zombie; returns those still running.
+
+    Not psutil.wait_procs: it waits for a zombie until its parent reaps it, and
+    an orphan's parent (init, a container's PID 1) may take its time.
+    """
+    deadline = time.monotonic() + timeout
+    alive = procs
+    while True:
+        alive = [p for p in alive if _running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _send(p: psutil.Process, sig: int) -> bool:

@@ -128,6 +128,7 @@ class Supervisor:
         self._popen = popen
         self._shutdown_at: Optional[float] = None
         self._signalled_by: Optional[int] = None
+        self._announced = False
         self.proc: Optional[subprocess.Popen] = None
         self.pipeline: Optional[Pipeline] = None
 
@@ -222,6 +223,7 @@ class Supervisor:
             killed += self._wait_child(proc, tree, waker, reaper, sigchld=signals_on and reaper is not None)
         finally:
             handlers.restore()
+            self._announce_shutdown()
             # Descendants that outlive the child: end them, so the pipes close
             # and no process the child started survives us.
             grace = self.kill_timeout
@@ -240,14 +242,10 @@ class Supervisor:
         # Sleep long only when something wakes us: the child's pidfd, and SIGCHLD if reaping.
         nap = 0.5 if waker.sees_child_exit and (reaper is None or sigchld) else 0.05
         next_refresh = 0.0
-        announced = False
         while proc.poll() is None:
             timeout = nap
             if self._shutdown_at is not None:
-                if not announced:
-                    announced = True
-                    log.info("%s sent to the child; SIGKILL to its tree in %.1fs unless it exits",
-                             signal.Signals(self._signalled_by or signal.SIGTERM).name, self.kill_timeout)
+                self._announce_shutdown()
                 remaining = self._shutdown_at + self.kill_timeout - time.monotonic()
                 if remaining <= 0:
                     log.warning("child did not exit %.1fs after %s: SIGKILL to its process tree",
@@ -263,6 +261,15 @@ class Supervisor:
                 tree.refresh()  # remember descendants while the child lives
                 next_refresh = time.monotonic() + TREE_REFRESH
         return 0
+
+    def _announce_shutdown(self) -> None:
+        """Log, once, that a shutdown signal went to the child (not from the
+        signal handler: it may run while the main thread holds a logging lock)."""
+        if self._shutdown_at is None or self._announced:
+            return
+        self._announced = True
+        log.info("%s sent to the child; SIGKILL to its tree in %.1fs unless it exits",
+                 signal.Signals(self._signalled_by or signal.SIGTERM).name, self.kill_timeout)
 
     def _join_readers(self, readers: list[PipeReader]) -> None:
         deadline = time.monotonic() + READER_GRACE
