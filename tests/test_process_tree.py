@@ -203,3 +203,26 @@ def test_the_reaper_spares_the_hosts_own_children_and_reaps_the_rest():
     finally:
         assert os.waitpid(same_session, 0)[0] == same_session  # its status was left to us
         assert os.waitpid(kept, 0)[0] == kept
+
+
+def test_a_pipe_held_outside_the_tree_costs_half_a_second_not_two_per_reader(drivers, tmp_path):
+    # A descendant with an empty environment in its own session: nothing marks it
+    # as the child's, so it is not ended, and it keeps both pipes open.
+    pidfile = tmp_path / "stray.pid"
+    proc = drivers.start(["--kill-timeout", "1", "--", *TREE_CHILD, "setsid-descendant", str(pidfile), "--clear-env"])
+    try:
+        assert proc.stdout.readline() == b"descendant started\n"
+        wait_for(lambda: pidfile.exists() and pidfile.read_text(), 5, "the stray's pid")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=10)
+        elapsed = time.monotonic() - t0
+        assert rc == 143
+        assert elapsed <= 1.0 + 1.0, f"shutdown took {elapsed:.2f}s with a 1s kill timeout"
+        assert b"holds its stdout open; stopped reading" in proc.stderr.read()
+    finally:
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -22,12 +22,13 @@ def _ready_pid(d) -> int:
     return int(wait_for(lambda: ready.exists() and ready.read_text(), 10, "the child to be ready"))
 
 
-def test_sigquit_reaches_the_child(drivers, tmp_path):
+@pytest.mark.parametrize("sig, code", [(signal.SIGQUIT, 7), (signal.SIGWINCH, 8)], ids=["QUIT", "WINCH"])
+def test_sigquit_and_sigwinch_reach_the_child(drivers, tmp_path, sig, code):
     proc = drivers.start(["--", *TREE_CHILD, "signals", str(tmp_path)])
     _ready_pid(tmp_path)
-    proc.send_signal(signal.SIGQUIT)
-    assert proc.wait(timeout=10) == 7  # the child's exit code: it got SIGQUIT
-    assert proc.stdout.read() == b"got QUIT\n"
+    proc.send_signal(sig)
+    assert proc.wait(timeout=10) == code  # the child's exit code: it got the signal
+    assert proc.stdout.read() == f"got {sig.name[3:]}\n".encode()
 
 
 def test_a_sigkilled_supervisor_sends_the_child_sigterm(drivers, tmp_path):

@@ -142,6 +142,12 @@ class Supervisor:
         """
         if self.subreaper:
             become_subreaper()
+        reaper = None
+        if self.subreaper or os.getpid() == 1:
+            # Made before the fork: the children we already have are the host's,
+            # and an orphan re-parented a moment after the fork is not among them.
+            reaper = Reaper(keep=lambda: (self.proc.pid if self.proc else 0, *self._own_pids()),
+                            pid1=os.getpid() == 1)
         env = dict(os.environ if self.env is None else self.env)
         env.update(self.extra_env)
         env[TREE_TOKEN_ENV] = self.token
@@ -157,7 +163,7 @@ class Supervisor:
             except BaseException:
                 self.pipeline.finish()
                 raise
-            return self._supervise(proc, run_log_fd)
+            return self._supervise(proc, run_log_fd, reaper)
         finally:
             if run_log_fd is not None:
                 os.close(run_log_fd)
@@ -176,7 +182,7 @@ class Supervisor:
 
     # -- internals ---------------------------------------------------------
 
-    def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int]) -> RunResult:
+    def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int], reaper: Optional[Reaper]) -> RunResult:
         assert proc.stdout is not None and proc.stderr is not None
         q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
         budgets = {"stdout": ByteBudget(self.parse_backlog // 2), "stderr": ByteBudget(self.parse_backlog // 2)}
@@ -192,7 +198,7 @@ class Supervisor:
             r.start()
         pipeline_thread.start()
         tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token)
-        killed = self._wait_and_end(proc, tree)
+        killed = self._wait_and_end(proc, tree, reaper)
         self._join_readers(readers)
         pipeline_thread.join()
         proc.stdout.close()
@@ -208,12 +214,9 @@ class Supervisor:
             signalled_by=self._signalled_by,
         )
 
-    def _wait_and_end(self, proc: subprocess.Popen, tree: ProcessTree) -> int:
+    def _wait_and_end(self, proc: subprocess.Popen, tree: ProcessTree, reaper: Optional[Reaper]) -> int:
         """Wait for the child (reaping orphans meanwhile), then end what is left
         of its tree; returns how many processes had to be killed."""
-        reaper = None
-        if self.subreaper or os.getpid() == 1:
-            reaper = Reaper(keep=lambda: (proc.pid, *self._own_pids()), pid1=os.getpid() == 1)
         waker = Waker(proc.pid)
         handlers = SignalHandlers(forward=self.send_signal if self.forward_signals else None,
                                   on_child=waker.notify if reaper is not None else None)
