@@ -13,6 +13,7 @@ import pytest
 
 from trainvisor import Supervisor
 from trainvisor.errors import ConfigError
+from trainvisor.supervisor.signals import child_setup
 
 from .test_process_tree import PY, TREE_CHILD, drivers, wait_for  # noqa: F401  (drivers is a fixture)
 
@@ -90,3 +91,22 @@ def test_the_child_starts_with_default_dispositions_even_when_ours_are_ignored(t
     assert result.exit_code == 0
     assert out.read_bytes() == b"True True\n"
     assert os.environ.get("TRAINVISOR_TREE_TOKEN") is None  # the token goes to the child only
+
+
+def test_a_child_whose_supervisor_died_before_prctl_gets_the_signal_at_once():
+    # The parent-death signal only covers a parent alive when prctl runs: the
+    # setup compares getppid() with the supervisor's pid and signals itself.
+    setup = child_setup(signal.SIGUSR1)
+    middle = os.fork()
+    if middle == 0:  # not the supervisor: stands in for a parent that already died
+        try:
+            child = os.fork()
+            if child == 0:
+                setup()
+                os._exit(0)
+            _, status = os.waitpid(child, 0)
+            os._exit(100 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(middle, 0)
+    assert os.WEXITSTATUS(status) == 100 + signal.SIGUSR1
