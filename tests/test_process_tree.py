@@ -144,7 +144,7 @@ def test_fifty_orphans_are_reaped_while_the_child_runs(drivers, as_pid1):
 
     wait_for(lambda: all(status(p) in ("zombie", "gone") for p in orphans()), 5, "every orphan to exit")
     wait_for(lambda: not orphans(), 1.0, "no orphan left <defunct>: " + repr([p.pid for p in orphans()]))
-    assert status(child) == "sleeping"  # the run goes on
+    assert status(child) not in ("zombie", "gone")  # the run goes on
     os.kill(supervisor, signal.SIGTERM)
     assert proc.wait(timeout=10) == 143
 
