@@ -261,3 +261,16 @@ def test_training_python_processes_log_into_the_run_log_through_the_environment(
     text = (tmp_path / "run" / "train.log").read_text()
     assert "main starts" in text and "worker 0 step" in text and "worker 1 step" in text
     assert "trainvisor: run " in text and "ended: exit code 0, " in text  # trainvisor's own records, same file
+
+
+def test_without_a_parser_argument_the_default_is_the_clis_auto():
+    from trainvisor.parsers.auto import AutoParser
+    from trainvisor.parsers.select import DEFAULT_PARSER
+
+    assert DEFAULT_PARSER == "auto"
+    assert type(Supervisor(["true"]).parser) is AutoParser
+    # ... and auto still finds the Caffe metrics the old "caffe" default found.
+    sink = Collect()
+    result = Supervisor([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], sinks=[sink], stdout_fd=None,
+                        stderr_fd=None, forward_signals=False).run()
+    assert (result.exit_code, len(sink.metrics)) == (0, 91)

@@ -1,4 +1,4 @@
-"""Starting the child, forwarding signals, and ending the whole process tree."""
+"""Starting the child and ending its whole process tree."""
 from __future__ import annotations
 
 import ctypes
@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import psutil
@@ -14,8 +15,7 @@ import psutil
 from ..errors import CommandNotExecutable, CommandNotFound
 
 __all__ = [
-    "FORWARDED_SIGNALS",
-    "SHUTDOWN_SIGNALS",
+    "TREE_TOKEN_ENV",
     "spawn_child",
     "exit_code_of",
     "become_subreaper",
@@ -24,11 +24,15 @@ __all__ = [
 
 log = logging.getLogger("trainvisor.supervisor")
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-# Signals after which trainvisor itself is shutting down: the kill timeout starts.
-SHUTDOWN_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+# Every process of the child's tree inherits this variable with the run's token,
+# so a descendant that left the tree (setsid, double fork, re-parented to init)
+# is still found at shutdown through /proc/PID/environ.
+TREE_TOKEN_ENV = "TRAINVISOR_TREE_TOKEN"
 
 _PR_SET_CHILD_SUBREAPER = 36
+# psutil waits for each process it signalled; a SIGKILLed one is gone in milliseconds.
+_KILL_WAIT = 1.0
+_POLL = 0.02
 
 
 def become_subreaper() -> bool:
@@ -49,11 +53,13 @@ def spawn_child(
     cwd: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
     popen: Callable[..., subprocess.Popen] = subprocess.Popen,
+    setup: Optional[Callable[[], None]] = None,
 ) -> subprocess.Popen:
     """Start the child in its own session with piped stdout/stderr.
 
     `PYTHONUNBUFFERED=1` is added so a Python child does not hold its output in an
-    8 KiB buffer (its lines would reach the parsers seconds late).
+    8 KiB buffer (its lines would reach the parsers seconds late). `setup` runs in
+    the child between fork and exec (signal dispositions, parent-death signal).
     """
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")
@@ -74,6 +80,7 @@ def spawn_child(
             start_new_session=True,
             close_fds=True,
             bufsize=0,
+            preexec_fn=setup,
         )
     except FileNotFoundError as exc:
         if cwd is not None and not os.path.isdir(cwd):
@@ -98,15 +105,21 @@ class ProcessTree:
     """The child and every process it started, found through psutil.
 
     Descendants are remembered while the child lives, so ones that outlive it
-    (re-parented to us as subreaper, or to init) are still ended.
+    (re-parented to us as subreaper, or to init) are still ended; at shutdown,
+    processes that carry the run's token in their environment are found too,
+    wherever they were re-parented.
     """
 
-    def __init__(self, child_pid: int, *, own_pids: Callable[[], Iterable[int]] = lambda: ()) -> None:
+    def __init__(self, child_pid: int, *, own_pids: Callable[[], Iterable[int]] = lambda: (),
+                 token: Optional[str] = None) -> None:
         self.child_pid = child_pid
         self._own_pids = own_pids
+        self._marker = f"{TREE_TOKEN_ENV}={token}".encode() if token else None
         self._known: dict[int, float] = {}  # pid -> create_time, to avoid killing a reused pid
 
-    def refresh(self) -> list[psutil.Process]:
+    def refresh(self, *, sweep: bool = False) -> list[psutil.Process]:
+        """The live processes of the tree; `sweep` also reads every process's
+        environment for the run's token (a few milliseconds: at shutdown only)."""
         procs: dict[int, psutil.Process] = {}
         try:
             child = psutil.Process(self.child_pid)
@@ -115,20 +128,56 @@ class ProcessTree:
                 procs[p.pid] = p
         except psutil.Error:
             pass
-        # Orphans re-parented to us (as subreaper): only those of the child's
-        # session, never a process of our own (a server a test started, say).
         own = set(self._own_pids())
+        own.add(os.getpid())
+        self._add_orphans(procs, own)
+        if sweep and self._marker is not None:
+            self._add_marked(procs, own, psutil.process_iter())
+        self._add_known(procs)
+        alive = []
+        for p in procs.values():
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.Error:
+                pass
+        return alive
+
+    def _add_orphans(self, procs: dict[int, psutil.Process], own: set[int]) -> None:
+        """Orphans re-parented to us (as subreaper): those of the child's session
+        or carrying the token, never a process of our own (a server a test started)."""
         try:
-            for p in psutil.Process().children(recursive=True):
-                if p.pid in own or p.pid in procs:
-                    continue
-                try:
-                    if os.getsid(p.pid) == self.child_pid:
-                        procs[p.pid] = p
-                except OSError:
-                    pass
+            ours = psutil.Process().children(recursive=True)
         except psutil.Error:
-            pass
+            return
+        rest = []
+        for p in ours:
+            if p.pid in own or p.pid in procs:
+                continue
+            try:
+                if os.getsid(p.pid) == self.child_pid:
+                    procs[p.pid] = p
+                    continue
+            except OSError:
+                continue
+            rest.append(p)
+        self._add_marked(procs, own, rest)
+
+    def _add_marked(self, procs: dict[int, psutil.Process], own: set[int], candidates: Iterable[psutil.Process]) -> None:
+        marker = self._marker
+        if marker is None:
+            return
+        for p in candidates:
+            if p.pid in own or p.pid in procs:
+                continue
+            try:
+                with open(f"/proc/{p.pid}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        procs[p.pid] = p
+            except OSError:
+                pass
+
+    def _add_known(self, procs: dict[int, psutil.Process]) -> None:
         for pid, ct in list(self._known.items()):
             if pid not in procs:
                 try:
@@ -143,42 +192,62 @@ class ProcessTree:
                     self._known[pid] = p.create_time()
                 except psutil.Error:
                     pass
-        alive = []
-        for p in procs.values():
-            try:
-                if p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p)
-            except psutil.Error:
-                pass
-        return alive
 
-    def terminate_all(self, *, timeout: float, exclude_child: bool = False) -> int:
+    def terminate_all(self, *, timeout: float) -> int:
         """SIGTERM every live process of the tree, SIGKILL what is left after
-        `timeout`; returns how many had to be killed."""
-        procs = [p for p in self.refresh() if not (exclude_child and p.pid == self.child_pid)]
+        `timeout`; returns how many had to be killed. Each step is logged."""
+        procs = self.refresh(sweep=True)
         if not procs:
             return 0
+        log.info("SIGTERM sent to %d process(es) left of the child's tree", len(procs))
         for p in procs:
             _send(p, signal.SIGTERM)
-        _, alive = psutil.wait_procs(self._not_child(procs), timeout=timeout)
-        return self.kill_all() if alive else 0
+        alive = _wait_dead(self._not_child(procs), timeout)
+        if not alive:
+            log.info("%d process(es) ended by SIGTERM", len(procs))
+            return 0
+        log.warning("waited %.1fs: %d process(es) still running, SIGKILL to the tree", timeout, len(alive))
+        return self.kill_all()
 
     def kill_all(self) -> int:
+        """SIGKILL the whole tree (and what it forks meanwhile); returns how many."""
         killed = 0
         for _ in range(3):  # a dying parent may still fork: repeat until quiet
-            procs = self.refresh()
+            procs = self.refresh(sweep=True)
             if not procs:
                 break
             for p in procs:
                 if _send(p, signal.SIGKILL):
                     killed += 1
-            psutil.wait_procs(self._not_child(procs), timeout=2.0)
+            _wait_dead(self._not_child(procs), _KILL_WAIT)
+        log.info("%d process(es) ended by SIGKILL", killed)
         return killed
 
     def _not_child(self, procs: list[psutil.Process]) -> list[psutil.Process]:
-        """psutil would reap our direct child, and Popen would then report exit
-        status 0 for it (ECHILD): leave waiting for it to Popen."""
+        """Popen waits for our direct child: its end is seen there."""
         return [p for p in procs if p.pid != self.child_pid]
+
+
+def _wait_dead(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process is gone or a zombie; returns those still running.
+
+    Not psutil.wait_procs: it waits for a zombie until its parent reaps it, and
+    an orphan's parent (init, a container's PID 1) may take its time.
+    """
+    deadline = time.monotonic() + timeout
+    alive = procs
+    while True:
+        alive = [p for p in alive if _running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _send(p: psutil.Process, sig: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import threading
@@ -19,17 +20,13 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 from ..lines import DEFAULT_MAX_LINE, LineSplitter
 from ..parsers import ParserOptions, create_parser
 from ..parsers.base import Parser
+from ..parsers.select import DEFAULT_PARSER
 from ..pipeline import LineHook, Pipeline, PipelineStats
 from ..sinks.base import Sink
-from .process import (
-    FORWARDED_SIGNALS,
-    SHUTDOWN_SIGNALS,
-    ProcessTree,
-    become_subreaper,
-    exit_code_of,
-    spawn_child,
-)
+from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child
 from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader, RunLog
+from .reaper import Reaper, Waker
+from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
 
 __all__ = ["Supervisor", "RunResult"]
 
@@ -39,6 +36,11 @@ DEFAULT_KILL_TIMEOUT = 30.0
 # How far the parser may fall behind the child before bytes are passed through
 # unparsed (and counted) rather than held in memory.
 DEFAULT_PARSE_BACKLOG = 256 * 1024 * 1024
+# After the tree has ended, the pipes are at EOF unless a process outside the
+# tree holds them: the readers get this long, together, to drain what is left.
+READER_GRACE = 0.5
+# How often descendants are looked up while the child runs (psutil, ~ms each).
+TREE_REFRESH = 0.5
 
 
 @dataclass
@@ -59,8 +61,16 @@ class RunResult:
 class Supervisor:
     """Run `argv` under supervision.
 
+    Signals are forwarded as `trainvisor.supervisor.signals` documents. With
+    `subreaper=True` (or as PID 1), orphans of the child's tree are re-parented
+    to this process and reaped as soon as they exit; processes the host program
+    starts itself while supervising with a new session should be named by
+    `own_pids` so their exit status is left to their owner.
+    `on_supervisor_death` is what the child is sent if this process dies
+    without ending it (SIGKILL): "term" (SIGTERM) or "keep" (nothing).
+
     >>> from trainvisor import Supervisor
-    >>> Supervisor(["sh", "-c", "echo hi"], parser="caffe").run().exit_code  # doctest: +SKIP
+    >>> Supervisor(["sh", "-c", "echo hi"]).run().exit_code  # doctest: +SKIP
     0
     """
 
@@ -68,7 +78,7 @@ class Supervisor:
         self,
         argv: Sequence[str],
         *,
-        parser: Parser | str = "caffe",
+        parser: Parser | str = DEFAULT_PARSER,
         parser_options: Optional[ParserOptions] = None,
         sinks: Sequence[Sink] = (),
         hooks: Sequence[LineHook] = (),
@@ -83,6 +93,7 @@ class Supervisor:
         stderr_fd: Optional[int] = 2,
         forward_signals: bool = True,
         subreaper: bool = False,
+        on_supervisor_death: str = "term",
         parse_backlog: int = DEFAULT_PARSE_BACKLOG,
         own_pids: Callable[[], Iterable[int]] = lambda: (),
         popen: Callable[..., subprocess.Popen] = subprocess.Popen,
@@ -109,24 +120,37 @@ class Supervisor:
         self.stderr_fd = stderr_fd
         self.forward_signals = forward_signals
         self.subreaper = subreaper
+        self.death_signal = death_signal_for(on_supervisor_death)
         self.parse_backlog = parse_backlog
+        # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
+        self.token = secrets.token_hex(8)
         self._own_pids = own_pids
         self._popen = popen
         self._shutdown_at: Optional[float] = None
         self._signalled_by: Optional[int] = None
+        self._announced = False
         self.proc: Optional[subprocess.Popen] = None
         self.pipeline: Optional[Pipeline] = None
 
     # -- public ------------------------------------------------------------
 
     def run(self) -> RunResult:
-        """Run the child to completion; raises `CommandNotFound` / `CommandNotExecutable`."""
+        """Run the child to completion; raises `CommandNotFound` / `CommandNotExecutable`.
+
+        The child is forked from the calling thread, which this call blocks until
+        the child is reaped: its parent-death signal fires when that thread ends.
+        """
         if self.subreaper:
             become_subreaper()
-        env = None
-        if self.env is not None or self.extra_env:
-            env = dict(os.environ if self.env is None else self.env)
-            env.update(self.extra_env)
+        reaper = None
+        if self.subreaper or os.getpid() == 1:
+            # Made before the fork: the children we already have are the host's,
+            # and an orphan re-parented a moment after the fork is not among them.
+            reaper = Reaper(keep=lambda: (self.proc.pid if self.proc else 0, *self._own_pids()),
+                            pid1=os.getpid() == 1)
+        env = dict(os.environ if self.env is None else self.env)
+        env.update(self.extra_env)
+        env[TREE_TOKEN_ENV] = self.token
         self.pipeline = Pipeline(self.parser, sinks=self.sinks, hooks=self.hooks)
         run_log_fd = None
         if self.log_file:
@@ -134,11 +158,12 @@ class Supervisor:
             run_log_fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             try:
-                proc = self.proc = spawn_child(self.argv, shell=self.shell, cwd=self.cwd, env=env, popen=self._popen)
+                proc = self.proc = spawn_child(self.argv, shell=self.shell, cwd=self.cwd, env=env,
+                                               popen=self._popen, setup=child_setup(self.death_signal))
             except BaseException:
                 self.pipeline.finish()
                 raise
-            return self._supervise(proc, run_log_fd)
+            return self._supervise(proc, run_log_fd, reaper)
         finally:
             if run_log_fd is not None:
                 os.close(run_log_fd)
@@ -157,47 +182,27 @@ class Supervisor:
 
     # -- internals ---------------------------------------------------------
 
-    def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int]) -> RunResult:
+    def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int], reaper: Optional[Reaper]) -> RunResult:
         assert proc.stdout is not None and proc.stderr is not None
         q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
-        budget_out = ByteBudget(self.parse_backlog // 2)
-        budget_err = ByteBudget(self.parse_backlog // 2)
+        budgets = {"stdout": ByteBudget(self.parse_backlog // 2), "stderr": ByteBudget(self.parse_backlog // 2)}
         run_log = RunLog(run_log_fd) if run_log_fd is not None else None
         readers = [
-            PipeReader("stdout", proc.stdout.fileno(), passthrough_fd=self.stdout_fd, put=q.put,
-                       budget=budget_out, run_log=run_log),
-            PipeReader("stderr", proc.stderr.fileno(), passthrough_fd=self.stderr_fd, put=q.put,
-                       budget=budget_err, run_log=run_log),
+            PipeReader(stream, pipe.fileno(), passthrough_fd=fd, put=q.put, budget=budgets[stream], run_log=run_log)
+            for stream, pipe, fd in (("stdout", proc.stdout, self.stdout_fd), ("stderr", proc.stderr, self.stderr_fd))
         ]
-        budgets = {"stdout": budget_out, "stderr": budget_err}
         pipeline_thread = threading.Thread(
             target=self._pipeline_loop, args=(q, budgets), name="trainvisor-pipeline", daemon=True
         )
         for r in readers:
             r.start()
         pipeline_thread.start()
-        tree = ProcessTree(proc.pid, own_pids=self._own_pids)
-        previous = self._install_signal_handlers()
-        killed = 0
-        try:
-            killed += self._wait_child(proc, tree)
-        finally:
-            self._restore_signal_handlers(previous)
-            # Descendants that outlive the child: end them, so the pipes close
-            # and no process the child started survives us.
-            grace = self.kill_timeout
-            if self._shutdown_at is not None:
-                grace = max(0.0, self._shutdown_at + self.kill_timeout - time.monotonic())
-            killed += tree.terminate_all(timeout=grace)
-            for r in readers:
-                r.join(timeout=2.0)
-                if r.is_alive():
-                    log.warning("a process outside the child's tree holds its %s open; stopped reading", r.stream)
-                    r.stop()
-                    r.join()
-            pipeline_thread.join()
-            proc.stdout.close()
-            proc.stderr.close()
+        tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token)
+        killed = self._wait_and_end(proc, tree, reaper)
+        self._join_readers(readers)
+        pipeline_thread.join()
+        proc.stdout.close()
+        proc.stderr.close()
         stats = self.pipeline.stats if self.pipeline else PipelineStats()
         return RunResult(
             exit_code=exit_code_of(proc.returncode),
@@ -209,25 +214,75 @@ class Supervisor:
             signalled_by=self._signalled_by,
         )
 
-    def _wait_child(self, proc: subprocess.Popen, tree: ProcessTree) -> int:
+    def _wait_and_end(self, proc: subprocess.Popen, tree: ProcessTree, reaper: Optional[Reaper]) -> int:
+        """Wait for the child (reaping orphans meanwhile), then end what is left
+        of its tree; returns how many processes had to be killed."""
+        waker = Waker(proc.pid)
+        handlers = SignalHandlers(forward=self.send_signal if self.forward_signals else None,
+                                  on_child=waker.notify if reaper is not None else None)
+        signals_on = handlers.install()
+        killed = 0
+        try:
+            killed += self._wait_child(proc, tree, waker, reaper, sigchld=signals_on and reaper is not None)
+        finally:
+            handlers.restore()
+            self._announce_shutdown()
+            # Descendants that outlive the child: end them, so the pipes close
+            # and no process the child started survives us.
+            grace = self.kill_timeout
+            if self._shutdown_at is not None:
+                grace = max(0.0, self._shutdown_at + self.kill_timeout - time.monotonic())
+            killed += tree.terminate_all(timeout=grace)
+            if reaper is not None:
+                reaper.reap()
+            waker.close()
+        return killed
+
+    def _wait_child(self, proc: subprocess.Popen, tree: ProcessTree, waker: Waker,
+                    reaper: Optional[Reaper], *, sigchld: bool) -> int:
         """Wait for the child; once a shutdown signal arrived, SIGKILL the whole
         tree when the child outlives `kill_timeout`."""
-        while True:
-            timeout = 0.5
+        # Sleep long only when something wakes us: the child's pidfd, and SIGCHLD if reaping.
+        nap = 0.5 if waker.sees_child_exit and (reaper is None or sigchld) else 0.05
+        next_refresh = 0.0
+        while proc.poll() is None:
+            timeout = nap
             if self._shutdown_at is not None:
+                self._announce_shutdown()
                 remaining = self._shutdown_at + self.kill_timeout - time.monotonic()
                 if remaining <= 0:
-                    log.warning("child did not exit %.1fs after %s: killing its process tree",
+                    log.warning("child did not exit %.1fs after %s: SIGKILL to its process tree",
                                 self.kill_timeout, signal.Signals(self._signalled_by or signal.SIGTERM).name)
                     killed = tree.kill_all()
                     proc.wait()
                     return killed
                 timeout = min(timeout, remaining)
-            try:
-                proc.wait(timeout=timeout)
-                return 0
-            except subprocess.TimeoutExpired:
+            waker.wait(timeout)
+            if reaper is not None:
+                reaper.reap()
+            if time.monotonic() >= next_refresh:
                 tree.refresh()  # remember descendants while the child lives
+                next_refresh = time.monotonic() + TREE_REFRESH
+        return 0
+
+    def _announce_shutdown(self) -> None:
+        """Log, once, that a shutdown signal went to the child (not from the
+        signal handler: it may run while the main thread holds a logging lock)."""
+        if self._shutdown_at is None or self._announced:
+            return
+        self._announced = True
+        log.info("%s sent to the child; SIGKILL to its tree in %.1fs unless it exits",
+                 signal.Signals(self._signalled_by or signal.SIGTERM).name, self.kill_timeout)
+
+    def _join_readers(self, readers: list[PipeReader]) -> None:
+        deadline = time.monotonic() + READER_GRACE
+        for r in readers:
+            r.join(timeout=max(0.0, deadline - time.monotonic()))
+        for r in readers:
+            if r.is_alive():
+                log.warning("a process outside the child's tree holds its %s open; stopped reading", r.stream)
+                r.stop()
+                r.join()
 
     def _pipeline_loop(self, q: "queue.SimpleQueue[object]", budgets: dict) -> None:
         pipeline = self.pipeline
@@ -255,26 +310,3 @@ class Supervisor:
                 if block is not None:
                     feed(block)
         pipeline.finish()
-
-    def _install_signal_handlers(self) -> dict:
-        if not self.forward_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        previous = {}
-
-        def forward(signum, frame):
-            self.send_signal(signum)
-
-        for sig in FORWARDED_SIGNALS:
-            try:
-                previous[sig] = signal.signal(sig, forward)
-            except (OSError, ValueError):
-                pass
-        return previous
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict) -> None:
-        for sig, handler in previous.items():
-            try:
-                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
