@@ -325,9 +325,9 @@ class UploadManager:
             futures = set(self._futures)
         for f in futures:
             f.cancel()
-        if self._own_pool:
-            self._pool.shutdown(wait=False, cancel_futures=True)
         _done, running = wait(futures, timeout=timeout)
+        if self._own_pool:  # joined when idle, so no worker thread outlives close()
+            self._pool.shutdown(wait=not running, cancel_futures=True)
         if running:
             log.warning("%d upload(s) still running at close; the journal resumes them next time", len(running))
             return  # the journal stays open for them: closing it under a writer would lose their record

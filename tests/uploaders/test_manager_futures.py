@@ -1,0 +1,108 @@
+"""UploadManager as a context manager over an executor: futures per set, a drain bounded by its
+timeout that reports what the journal says, and a close that does not wait for a large upload."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from trainvisor.uploaders import LocalUploader
+from trainvisor.uploaders.journal import Journal, QUEUED
+from trainvisor.uploaders.manager import SetOutcome, UploadManager
+
+from test_manager import _checkpoint  # tests/uploaders is on sys.path (no package)
+
+
+class EndlessStore(LocalUploader):
+    """A large upload: reports a chunk sent every few milliseconds and never finishes on its
+    own; it ends only when the manager's progress callback raises (the manager is closing)."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.started = threading.Event()
+        self.ended = threading.Event()
+
+    def upload(self, local_path, key, *, progress=None):
+        self.started.set()
+        try:
+            while True:
+                progress(1 << 20)
+                self.ended.wait(0.005)
+        finally:
+            self.ended.set()
+
+
+def _upload_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("trainvisor-upload")]
+
+
+def test_submit_returns_a_future_that_resolves_to_the_verified_set(tmp_path):
+    with UploadManager(LocalUploader(str(tmp_path / "store")), run_dir=str(tmp_path / "run"), run_id="r1") as m:
+        future = m.submit(_checkpoint(tmp_path))
+        assert isinstance(future, Future)
+        assert future.result(timeout=10) == SetOutcome("r1/net_iter_100.manifest.json", "verified")
+        report = m.drain(5)
+    assert report.pending == () and report.failed == ()
+    assert report.verified == ("r1/net_iter_100.caffemodel", "r1/net_iter_100.manifest.json",
+                               "r1/net_iter_100.solverstate")
+    assert _upload_threads() == []
+
+
+def test_an_injected_executor_runs_the_sets_and_stays_the_callers(tmp_path):
+    names = []
+    with ThreadPoolExecutor(1, thread_name_prefix="caller-pool") as pool:
+        def spy(fn, *args):
+            names.append(fn.__name__)
+            return pool.submit(fn, *args)
+
+        class Spy:
+            submit = staticmethod(spy)
+
+        m = UploadManager(LocalUploader(str(tmp_path / "store")), run_dir=str(tmp_path / "run"), run_id="r1",
+                          executor=Spy())
+        m.submit(_checkpoint(tmp_path, 1)).result(timeout=10)
+        m.close()
+        assert names == ["_upload_set"]
+        assert pool.submit(lambda: 7).result() == 7  # close() left the caller's executor running
+
+
+def test_drain_returns_within_its_timeout_while_a_large_upload_is_in_flight(tmp_path):
+    store = EndlessStore(str(tmp_path / "store"))
+    m = UploadManager(store, run_dir=str(tmp_path / "run"), run_id="r1")
+    m.submit(_checkpoint(tmp_path, 1))
+    assert store.started.wait(5)
+    t0 = time.monotonic()
+    report = m.drain(0.3)
+    elapsed = time.monotonic() - t0
+    assert 0.3 <= elapsed < 0.6
+    assert report.pending == ("r1/net_iter_100.caffemodel", "r1/net_iter_100.manifest.json")
+    assert report.failed == () and report.verified == ()
+    t0 = time.monotonic()
+    m.close()
+    assert time.monotonic() - t0 < 1.0 and store.ended.is_set()
+    assert _upload_threads() == []
+    j = Journal(str(tmp_path / "run"))
+    try:
+        assert j.get("r1/net_iter_100.caffemodel").state == QUEUED      # left to the next start
+        assert [cp.name for cp in j.unfinished_sets()] == ["net_iter_100"]
+    finally:
+        j.close()
+    # The next start on the same run directory finishes it.
+    with UploadManager(LocalUploader(str(tmp_path / "store")), run_dir=str(tmp_path / "run"), run_id="r1") as again:
+        assert again.resume() == 1
+        report = again.drain(10)
+    assert report.pending == () and "r1/net_iter_100.manifest.json" in report.verified
+
+
+def test_drain_report_is_what_the_journal_says_including_an_earlier_attempts_keys(tmp_path):
+    run = str(tmp_path / "run")
+    j = Journal(run)
+    j.queue("r1/old.pt", "/gone/old.pt", size=1, mtime_ns=1)
+    j.failed("r1/old.pt", "gone")
+    j.close()
+    with UploadManager(LocalUploader(str(tmp_path / "store")), run_dir=run, run_id="r1") as m:
+        m.submit(_checkpoint(tmp_path, 1))
+        report = m.drain(10)
+    assert report.failed == ("r1/old.pt",)
+    assert report.verified == ("r1/net_iter_100.caffemodel", "r1/net_iter_100.manifest.json")
+    assert report.pending == ()
