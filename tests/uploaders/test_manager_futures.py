@@ -14,7 +14,7 @@ from test_manager import _checkpoint  # tests/uploaders is on sys.path (no packa
 
 
 class EndlessStore(LocalUploader):
-    """A large upload: reports a chunk sent every few milliseconds and never finishes on its
+    """A large upload to the real local store: after its first chunk it never finishes on its
     own; it ends only when the manager's progress callback raises (the manager is closing)."""
 
     def __init__(self, root):
@@ -23,11 +23,15 @@ class EndlessStore(LocalUploader):
         self.ended = threading.Event()
 
     def upload(self, local_path, key, *, progress=None):
-        self.started.set()
-        try:
+        def stuck(n):
+            progress(n)
+            self.started.set()
             while True:
-                progress(1 << 20)
+                progress(0)
                 self.ended.wait(0.005)
+
+        try:
+            return super().upload(local_path, key, progress=stuck)
         finally:
             self.ended.set()
 
@@ -87,6 +91,7 @@ def test_drain_returns_within_its_timeout_while_a_large_upload_is_in_flight(tmp_
         assert [cp.name for cp in j.unfinished_sets()] == ["net_iter_100"]
     finally:
         j.close()
+    assert not list((tmp_path / "store").rglob("*.trainvisor-tmp"))  # the cut copy left no debris
     # The next start on the same run directory finishes it.
     with UploadManager(LocalUploader(str(tmp_path / "store")), run_dir=str(tmp_path / "run"), run_id="r1") as again:
         assert again.resume() == 1
