@@ -70,6 +70,25 @@ def test_an_injected_executor_runs_the_sets_and_stays_the_callers(tmp_path):
         assert pool.submit(lambda: 7).result() == 7  # close() left the caller's executor running
 
 
+class Inline:
+    """The simplest executor: runs each task at once on the caller's thread."""
+
+    def submit(self, fn, *args):
+        future = Future()
+        future.set_result(fn(*args))
+        return future
+
+
+def test_an_executor_that_runs_tasks_inline_works(tmp_path):
+    m = UploadManager(LocalUploader(str(tmp_path / "store")), run_dir=str(tmp_path / "run"), run_id="r1",
+                      executor=Inline())
+    future = m.submit(_checkpoint(tmp_path))
+    assert future.done() and future.result().state == "verified"
+    report = m.drain(0)
+    m.close()
+    assert report.pending == () and len(report.verified) == 3
+
+
 def test_drain_returns_within_its_timeout_while_a_large_upload_is_in_flight(tmp_path):
     store = EndlessStore(str(tmp_path / "store"))
     m = UploadManager(store, run_dir=str(tmp_path / "run"), run_id="r1")

@@ -147,9 +147,11 @@ class UploadManager:
                 self._bytes_total += st.st_size
                 self._files_total += 1
             self._journal.add_set(self._set_key(checkpoint), checkpoint)
-            future = self._pool.submit(self._upload_set, checkpoint)
+        # Outside the lock: an executor may run the task inline (the task takes the lock too).
+        future = self._pool.submit(self._upload_set, checkpoint)
+        with self._lock:
             self._futures.add(future)
-        future.add_done_callback(self._forget_future)
+        future.add_done_callback(self._forget_future)  # at once if it is done already
         return future
 
     def _forget_future(self, future: Future) -> None:
