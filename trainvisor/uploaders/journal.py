@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Collection, Optional
 
 from ..checkpoints import checkpoint_from_dict, checkpoint_to_dict
 from ..events import Checkpoint
@@ -166,17 +166,20 @@ class Journal:
                                     (QUEUED,)).fetchall()
         return [checkpoint_from_dict(json.loads(text)) for (text,) in rows]
 
-    def states(self) -> JournalStates:
-        """Every key by state, as committed now: files, and sets whose manifest (or, without
-        manifests, whose first file) is not verified yet count as pending."""
+    def states(self, keys: Optional[Collection[str]] = None) -> JournalStates:
+        """Keys by state, as committed now (only `keys`, when given): files, and sets whose
+        manifest (or, without manifests, whose first file) is not verified yet count as pending."""
         with self._lock:
             files = self._db.execute("SELECT key, state FROM files").fetchall()
             sets = self._db.execute("SELECT set_key FROM sets WHERE state=?", (QUEUED,)).fetchall()
+        wanted = None if keys is None else set(keys)
         by_state: dict[str, set[str]] = {QUEUED: set(), UPLOADING: set(), VERIFIED: set(), FAILED: set()}
         for key, state in files:
-            by_state.setdefault(state, set()).add(key)
+            if wanted is None or key in wanted:
+                by_state.setdefault(state, set()).add(key)
         done = by_state[VERIFIED] | by_state[FAILED]
-        pending = by_state[QUEUED] | by_state[UPLOADING] | ({k for (k,) in sets} - done)
+        open_sets = {k for (k,) in sets if wanted is None or k in wanted}
+        pending = by_state[QUEUED] | by_state[UPLOADING] | (open_sets - done)
         return JournalStates(verified=tuple(sorted(by_state[VERIFIED])), pending=tuple(sorted(pending)),
                              failed=tuple(sorted(by_state[FAILED])))
 

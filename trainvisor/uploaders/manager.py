@@ -117,6 +117,7 @@ class UploadManager:
         self._clock = clock
         self._lock = threading.Lock()
         self._futures: set[Future] = set()
+        self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
         self._set_locks: dict[str, threading.Lock] = {}
         self._own_pool = executor is None
         self._pool: Executor = executor or ThreadPoolExecutor(max(1, concurrency),
@@ -143,10 +144,13 @@ class UploadManager:
         with self._lock:
             for f in checkpoint.files:
                 st = os.stat(f.path)
-                self._journal.queue(self.key_for(f.relpath), f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+                key = self.key_for(f.relpath)
+                self._journal.queue(key, f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+                self._keys.add(key)
                 self._bytes_total += st.st_size
                 self._files_total += 1
             self._journal.add_set(self._set_key(checkpoint), checkpoint)
+            self._keys.add(self._set_key(checkpoint))
         # Outside the lock: an executor may run the task inline (the task takes the lock too).
         future = self._pool.submit(self._upload_set, checkpoint)
         with self._lock:
@@ -169,6 +173,8 @@ class UploadManager:
                 self._journal.set_done(self._set_key(cp), FAILED)
                 for f in missing:
                     self._journal.gone(self.key_for(f.relpath), f.path, "file gone before its upload resumed")
+                with self._lock:
+                    self._keys.update(self.key_for(f.relpath) for f in missing)
                 continue
             self.submit(cp)
             count += 1
@@ -315,8 +321,12 @@ class UploadManager:
         return self.report()
 
     def report(self) -> DrainReport:
-        """The journal's keys by state, now."""
-        states = self._journal.states()
+        """What the journal says now about every key this manager took on (the files and
+        manifests of the sets submitted or resumed, and files found gone on resume). Keys of
+        an earlier attempt that nothing resumed are not this manager's to report."""
+        with self._lock:
+            keys = set(self._keys)
+        states = self._journal.states(keys)
         return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified)
 
     def close(self, timeout: float = 5.0) -> None:
