@@ -26,7 +26,7 @@ LAST = f"{ROOT}/last.ckpt"
 class Step:
     at: float                                  # the clock when the event is fed
     event: TrackerEvent
-    files: dict[str, Optional[tuple[int, int]]] = field(default_factory=dict)  # stat changes (None: gone)
+    files: dict[str, Optional[tuple]] = field(default_factory=dict)  # (size, mtime[, ctime]); None: gone
     handed: list[str] = field(default_factory=list)    # checkpoint names handed over by this step
 
 
@@ -83,11 +83,22 @@ CASES = [
     Case("moved_in_from_outside_the_tree_completes_at_once", [
         Step(0.0, FileMoved(None, PT), {PT: (10, 1)}, handed=["model_step_10.pt"]),
     ], completed_by={"rename": 1}),
-    Case("moved_in_under_polling_completes_by_settling", [
+    Case("created_under_polling_completes_by_settling", [
         Step(0.0, FileChanged(PT), {PT: (10, 1)}),
         Step(1.9, Tick()),
         Step(2.0, Tick(), handed=["model_step_10.pt"]),
     ], poll=True, completed_by={"settle": 1}),
+    Case("moved_in_under_polling_is_complete_at_once_by_its_ctime", [
+        Step(0.0, FileChanged(PT), {PT: (10, 1, 5)}, handed=["model_step_10.pt"]),
+    ], poll=True, completed_by={"rename": 1}),
+    Case("polling_rename_with_ctime_after_mtime_is_complete_at_once", [
+        Step(0.0, FileMoved(f"{ROOT}/m.pt.tmp", PT, by_rename=False), {PT: (10, 1, 5)}, handed=["model_step_10.pt"]),
+    ], poll=True, completed_by={"rename": 1}),
+    Case("polling_sees_a_change_with_ctime_after_mtime_again_and_hands_over_the_new_state", [
+        Step(0.0, FileChanged(PT), {PT: (10, 1, 5)}, handed=["model_step_10.pt"]),
+        Step(0.1, FileChanged(PT), {PT: (10, 1, 9)}),          # a chmod: the same version
+        Step(1.0, FileChanged(PT), {PT: (12, 20, 30)}, handed=["model_step_10.pt"]),   # replaced by a move
+    ], poll=True, completed_by={"rename": 2}),
     Case("polling_move_is_no_proof_and_settles", [
         Step(0.0, FileMoved(f"{ROOT}/old.bin", PT, by_rename=False), {PT: (10, 1)}),
         Step(1.0, Tick()),

@@ -5,8 +5,8 @@ watcher's own thread hands them to the pure `CheckpointTracker`. Paths are absol
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple, Optional, Union
+from dataclasses import dataclass, field
+from typing import Optional, Union
 
 __all__ = [
     "FileStat", "FileClosed", "FileChanged", "FileMoved", "FileDeleted", "FileFound", "Announced",
@@ -14,11 +14,21 @@ __all__ = [
 ]
 
 
-class FileStat(NamedTuple):
-    """The version of a file the watcher compares: equal size and mtime mean unchanged."""
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """The version of a file the watcher compares: equal size and mtime mean unchanged.
+    `ctime_ns` is not compared (a chmod is no new version); it tells how the file arrived."""
 
     size: int
     mtime_ns: int
+    ctime_ns: int = field(default=0, compare=False)
+
+    @property
+    def changed_after_write(self) -> bool:
+        """The inode changed after the last write: the file was renamed or moved into place
+        (rename updates ctime, not mtime) or its times were restored after a copy. Every write
+        sets mtime and ctime to the same time, so a file being written never looks like this."""
+        return self.ctime_ns > self.mtime_ns
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def stat_file(path: str) -> Optional[FileStat]:
         st = os.stat(path)
     except OSError:
         return None
-    return FileStat(st.st_size, st.st_mtime_ns)
+    return FileStat(st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass
@@ -180,6 +180,11 @@ class CheckpointTracker:
         st = self.stat(path)
         if f.settle and f.complete is not None and st == f.complete:
             return  # polling saw the state we already accepted
+        if self.poll and st is not None and st.changed_after_write:
+            # The polling observer reports a file moved in as created: its ctime (the move)
+            # after its mtime (the last write) says it is already complete.
+            self._completed(f, path, st, "rename")
+            return
         self._writing(path, f, st)
 
     def _on_moved(self, event: FileMoved) -> None:
@@ -188,14 +193,16 @@ class CheckpointTracker:
         f = self._track(event.dest, settle=not event.by_rename)
         if f is None:
             return
-        if event.by_rename:
+        st = self.stat(event.dest)
+        if event.by_rename or (st is not None and st.changed_after_write):
             # Written elsewhere (often outside the watched tree), then moved into place:
             # a rename is atomic, so the file is complete the moment it appears.
-            self._completed(f, event.dest, self.stat(event.dest), "rename")
+            self._completed(f, event.dest, st, "rename")
         else:
             # The polling observer also reports "deleted A, created B in A's inode"
-            # as a move: not evidence of a rename after writing, so B must settle.
-            self._writing(event.dest, f)
+            # as a move: not evidence of a rename after writing (B's ctime is its last
+            # write, not later), so B must settle.
+            self._writing(event.dest, f, st)
 
     def _on_announced(self, path: str) -> None:
         f = self._track(path, settle=self.poll)
