@@ -29,7 +29,7 @@ class _Fault:
     method: str
     path: "re.Pattern[str]"
     query: "Optional[re.Pattern[str]]"
-    action: Union[int, str]
+    action: Union[int, float, str]
     times: int
 
 
@@ -70,10 +70,11 @@ class FaultProxy:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def inject(self, method: str, path_regex: str, action: Union[int, str], times: int = 1,
+    def inject(self, method: str, path_regex: str, action: Union[int, float, str], times: int = 1,
                query_regex: Optional[str] = None) -> None:
-        """The next `times` matching requests get `action`: a status (S3-style XML error, after
-        the body was read) or "drop" (half the body read, then the connection closed)."""
+        """The next `times` matching requests get `action`: a status (an int: S3-style XML error,
+        after the body was read), "drop" (half the body read, then the connection closed), or a
+        hold (a float: the whole body read, then held that many seconds before it is forwarded)."""
         with self._lock:
             self._faults.append(_Fault(method.upper(), re.compile(path_regex),
                                        re.compile(query_regex) if query_regex else None, action, times))
@@ -100,7 +101,7 @@ class FaultProxy:
                      if m == "PUT" and s == 200]
         return [int(f.group(1)) for f in found if f]
 
-    def _fault_for(self, method: str, path: str, query: str) -> Optional[Union[int, str]]:
+    def _fault_for(self, method: str, path: str, query: str) -> Optional[Union[int, float, str]]:
         with self._lock:
             for f in self._faults:
                 if f.times > 0 and f.method == method and f.path.search(path) and (
@@ -199,7 +200,9 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             p._log(self.command, self.path, -1)
             return self._hang_up()
-        if isinstance(fault, int):
+        if isinstance(fault, float):
+            time.sleep(fault)  # a slow link: the request is in flight that long
+        elif isinstance(fault, int):
             payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
                        f"{'ServiceUnavailable' if fault == 503 else 'InternalError'}</Code>"
                        f"<Message>injected fault</Message><RequestId>{secrets.token_hex(8)}</RequestId></Error>").encode()

@@ -41,3 +41,25 @@ def test_retry_and_permanent_failure_keep_the_error(tmp_path):
     assert j.get("a").state == FAILED and j.get("a").attempts == 2
     assert j.unfinished() == []
     j.close()
+
+
+def test_states_list_every_key_by_outcome_and_a_set_is_pending_until_its_manifest_is_verified(tmp_path):
+    from trainvisor.events import Checkpoint, CheckpointFile
+
+    j = Journal(str(tmp_path))
+    cp = Checkpoint("s", (CheckpointFile("/x/a", "a"),), None, None, "/x")
+    j.add_set("s.manifest.json", cp)
+    for key in ("a", "b", "c", "d"):
+        j.queue(key, f"/x/{key}", size=1, mtime_ns=1)
+    j.start("b")
+    j.verified("a", "sha256:aa")
+    j.failed("c", "403")
+    j.gone("e", "/x/e", "file gone")
+    states = j.states()
+    assert (states.verified, states.pending, states.failed) == (
+        ("a",), ("b", "d", "s.manifest.json"), ("c", "e"))
+    j.queue("s.manifest.json", "/run/.s.manifest.json", size=1, mtime_ns=1)
+    j.verified("s.manifest.json", "sha256:ss")   # verified, set_done not yet recorded
+    assert "s.manifest.json" not in j.states().pending
+    assert j.states(["a", "d", "zzz"]) == type(states)(verified=("a",), pending=("d",), failed=())
+    j.close()

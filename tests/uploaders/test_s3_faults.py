@@ -33,8 +33,8 @@ def _file(tmp_path, size: int) -> str:
     return str(path)
 
 
-def _manager(proxy, tmp_path, retry=RetryPolicy(base=0.05, cap=0.5)) -> UploadManager:
-    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=proxy.url)
+def _manager(proxy, tmp_path, retry=RetryPolicy(base=0.05, cap=0.5), *, state_dir=None) -> UploadManager:
+    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=proxy.url, state_dir=state_dir)
     return UploadManager(up, run_dir=str(tmp_path / "run"), run_id="r1", prefix="p", retry=retry)
 
 
@@ -130,3 +130,38 @@ def test_an_upload_the_store_no_longer_knows_is_started_over(proxied, tmp_path):
     assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 2
     _stored_whole(s3, src)
     assert not list((tmp_path / "run" / "s3-progress").glob("*.json"))
+
+
+def test_drain_returns_within_its_timeout_while_parts_are_in_flight_and_the_restart_sends_no_part_again(
+        proxied, tmp_path):
+    """A 40 MiB upload on a slow link (parts 2-5 held 3 s each by the proxy): drain(0.5) returns
+    in time and reports the file pending; close stops the upload once the parts in flight land;
+    the next start on the run directory finds every part stored and only completes the upload."""
+    proxy, s3 = proxied
+    src = _file(tmp_path, 40 * MB)  # 5 parts of 8 MiB
+    proxy.inject("PUT", r"/ckpt/p/r1/net_iter_100\.caffemodel$", 3.0, times=4,
+                 query_regex=r"(^|&)partNumber=[2-5](&|$)")
+    m = _manager(proxy, tmp_path, state_dir=str(tmp_path / "run"))
+    _submit(m, src)
+    deadline = time.monotonic() + 30
+    while proxy.accepted_parts() != [1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proxy.accepted_parts() == [1]
+    t0 = time.monotonic()
+    report = m.drain(0.5)
+    assert 0.5 <= time.monotonic() - t0 < 1.0
+    assert report.pending == ("p/r1/net_iter_100.caffemodel", "p/r1/net_iter_100.manifest.json")
+    assert report.failed == () and report.verified == ()
+    m.close(timeout=10)
+    assert proxy.count("POST", r"uploadId=") == 0  # never completed: left to the next start
+    assert sorted(proxy.accepted_parts()) == [1, 2, 3, 4, 5]
+    before = len(proxy.requests)
+
+    again = _manager(proxy, tmp_path, state_dir=str(tmp_path / "run"))
+    assert again.resume() == 1
+    report = again.drain(60)
+    again.close()
+    assert report.pending == () and report.failed == ()
+    assert proxy.accepted_parts(since=before) == []  # every part was already stored
+    assert proxy.count("POST", r"uploadId=", status=200) == 1
+    assert s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.caffemodel")["Body"].read() == open(src, "rb").read()

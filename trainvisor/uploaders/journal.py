@@ -14,11 +14,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Collection, Optional
 
-from ..events import Checkpoint, CheckpointFile
+from ..checkpoints import checkpoint_from_dict, checkpoint_to_dict
+from ..events import Checkpoint
 
-__all__ = ["Journal", "JournalEntry", "QUEUED", "UPLOADING", "VERIFIED", "FAILED"]
+__all__ = ["Journal", "JournalEntry", "JournalStates", "QUEUED", "UPLOADING", "VERIFIED", "FAILED"]
 
 QUEUED, UPLOADING, VERIFIED, FAILED = "queued", "uploading", "verified", "failed"
 
@@ -53,6 +54,15 @@ class JournalEntry:
     checksum: Optional[str]
     attempts: int
     last_error: Optional[str]
+
+
+@dataclass(frozen=True)
+class JournalStates:
+    """The journal's keys by outcome at one moment (what a drain report states)."""
+
+    verified: tuple[str, ...]
+    pending: tuple[str, ...]
+    failed: tuple[str, ...]
 
 
 class Journal:
@@ -98,6 +108,16 @@ class Journal:
     def failed(self, key: str, error: str) -> None:
         self._set(key, "state=?, last_error=?", (FAILED, error))
 
+    def gone(self, key: str, path: str, error: str) -> None:
+        """Record `key` failed for good although it may never have been queued (its file
+        vanished before a restart could queue it), so the journal says what the report says."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO files (key, path, size, mtime_ns, state, last_error, updated)"
+                " VALUES (?, ?, 0, 0, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET state=excluded.state,"
+                " last_error=excluded.last_error, updated=excluded.updated",
+                (key, path, FAILED, error, time.time()))
+
     def _set(self, key: str, assignments: str, values: tuple) -> None:
         with self._lock:
             self._db.execute(
@@ -130,10 +150,7 @@ class Journal:
 
     def add_set(self, set_key: str, checkpoint: Checkpoint) -> None:
         """Remember a submitted set until `set_done`; a later submit of the same set replaces it."""
-        record = json.dumps({"name": checkpoint.name, "iteration": checkpoint.iteration,
-                             "epoch": checkpoint.epoch, "root": checkpoint.root,
-                             "framework": checkpoint.framework,
-                             "files": [[f.path, f.relpath] for f in checkpoint.files]})
+        record = json.dumps(checkpoint_to_dict(checkpoint))
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO sets (set_key, checkpoint, state, updated)"
                              " VALUES (?, ?, ?, ?)", (set_key, record, QUEUED, time.time()))
@@ -147,13 +164,24 @@ class Journal:
         with self._lock:
             rows = self._db.execute("SELECT checkpoint FROM sets WHERE state=? ORDER BY updated",
                                     (QUEUED,)).fetchall()
-        out = []
-        for (text,) in rows:
-            d = json.loads(text)
-            files = tuple(CheckpointFile(path=p, relpath=r) for p, r in d["files"])
-            out.append(Checkpoint(name=d["name"], files=files, iteration=d["iteration"], epoch=d["epoch"],
-                                  root=d["root"], framework=d["framework"]))
-        return out
+        return [checkpoint_from_dict(json.loads(text)) for (text,) in rows]
+
+    def states(self, keys: Optional[Collection[str]] = None) -> JournalStates:
+        """Keys by state, as committed now (only `keys`, when given): files, and sets whose
+        manifest (or, without manifests, whose first file) is not verified yet count as pending."""
+        with self._lock:
+            files = self._db.execute("SELECT key, state FROM files").fetchall()
+            sets = self._db.execute("SELECT set_key FROM sets WHERE state=?", (QUEUED,)).fetchall()
+        wanted = None if keys is None else set(keys)
+        by_state: dict[str, set[str]] = {QUEUED: set(), UPLOADING: set(), VERIFIED: set(), FAILED: set()}
+        for key, state in files:
+            if wanted is None or key in wanted:
+                by_state.setdefault(state, set()).add(key)
+        done = by_state[VERIFIED] | by_state[FAILED]
+        open_sets = {k for (k,) in sets if wanted is None or k in wanted}
+        pending = by_state[QUEUED] | by_state[UPLOADING] | (open_sets - done)
+        return JournalStates(verified=tuple(sorted(by_state[VERIFIED])), pending=tuple(sorted(pending)),
+                             failed=tuple(sorted(by_state[FAILED])))
 
     def close(self) -> None:
         with self._lock:

@@ -81,4 +81,7 @@ class LocalUploader:
             raise UploadError(f"{local_path}: no such file", retryable=False) from exc
         except OSError as exc:
             raise UploadError(f"{key}: cannot write to {self.url}: {exc.strerror}", retryable=True) from exc
+        finally:
+            if tmp.exists():  # cut short (a failure, or progress() cancelling at close): no debris
+                tmp.unlink()
         return UploadedObject(key=key, size=size, checksum=f"sha256:{stored}")

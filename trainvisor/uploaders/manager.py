@@ -1,26 +1,27 @@
 """Uploads checkpoint sets off the caller's thread: journal first, retry with backoff, manifest last.
 
-`submit` only journals and enqueues, so the reader thread never waits on the network. `resume`
-re-submits the sets a killed trainvisor left unfinished in the same run directory; a file whose
-current version is already verified is not uploaded again.
+`submit` only journals and hands the set to an executor (a future per set), so the reader thread
+never waits on the network. `drain` waits on those futures with a timeout and reports what the
+journal says at that moment. `resume` re-submits the sets a killed trainvisor left unfinished in
+the same run directory; a file whose current version is already verified is not uploaded again.
 """
 from __future__ import annotations
 
-import json
+import logging
 import os
-import queue
 import random
 import threading
-import logging
 import time
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
-from .journal import FAILED, Journal
+from .journal import FAILED, QUEUED, VERIFIED, Journal
 
-__all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress"]
+__all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
 
 log = logging.getLogger("trainvisor.upload")
 
@@ -41,10 +42,29 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class DrainReport:
-    """What was left when drain returned: keys not yet verified, and permanent failures."""
+    """What the journal says when drain returns, by key: not yet verified (queued, uploading, or
+    a set whose manifest is not verified), failed for good, and verified."""
 
     pending: tuple[str, ...]
     failed: tuple[str, ...] = field(default=())
+    verified: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class SetOutcome:
+    """What a submitted set's future resolves to: its set key and its journal state
+    (`verified`, `failed`, or `queued` when the manager stopped before it finished)."""
+
+    set_key: str
+    state: str
+
+
+class UploadCancelled(UploadError):
+    """Raised from the progress callback once the manager is closing: the uploader stops at its
+    next chunk or part, its resume record kept, so exit is not held up by a large upload."""
+
+    def __init__(self) -> None:
+        super().__init__("cancelled: trainvisor is stopping", retryable=True)
 
 
 @dataclass(frozen=True)
@@ -62,7 +82,9 @@ class UploadProgress:
 class UploadManager:
     """Bounded-concurrency uploads of checkpoint sets; `key_template` uses prefix, run_id, relpath.
 
-    With `manifests=False` (`trainvisor upload`), each set is just its files.
+    With `manifests=False` (`trainvisor upload`), each set is just its files. `executor` runs one
+    set per task (default: a ThreadPoolExecutor of `concurrency` workers, shut down by `close`;
+    an executor passed in stays the caller's). Use it as a context manager: leaving it closes.
     """
 
     def __init__(
@@ -79,6 +101,8 @@ class UploadManager:
         retry: RetryPolicy = RetryPolicy(),
         sleep: Optional[Callable[[float], object]] = None,
         rng: Optional[random.Random] = None,
+        executor: Optional[Executor] = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._up = uploader
         self._journal = Journal(run_dir)
@@ -90,17 +114,20 @@ class UploadManager:
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
-        self._queue: "queue.Queue[Optional[Checkpoint]]" = queue.Queue()
+        self._clock = clock
         self._lock = threading.Lock()
-        self._failed: list[str] = []
-        self._pending: set[str] = set()
+        self._futures: set[Future] = set()
+        self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
         self._set_locks: dict[str, threading.Lock] = {}
-        self._threads = [
-            threading.Thread(target=self._work, name=f"trainvisor-upload-{i}", daemon=True)
-            for i in range(concurrency)
-        ]
-        for t in self._threads:
-            t.start()
+        self._own_pool = executor is None
+        self._pool: Executor = executor or ThreadPoolExecutor(max(1, concurrency),
+                                                              thread_name_prefix="trainvisor-upload")
+
+    def __enter__(self) -> "UploadManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def key_for(self, relpath: str) -> str:
         return self._template.format(prefix=self._prefix, run_id=self._run_id, relpath=relpath).lstrip("/")
@@ -111,20 +138,29 @@ class UploadManager:
     def _set_key(self, cp: Checkpoint) -> str:
         return self.key_for(cp.name + ".manifest.json") if self._manifests else self.key_for(cp.files[0].relpath)
 
-    def submit(self, checkpoint: Checkpoint) -> None:
-        """Journal the checkpoint's files and enqueue it; never blocks on the network."""
+    def submit(self, checkpoint: Checkpoint) -> "Future[SetOutcome]":
+        """Journal the checkpoint's files and hand the set to the executor; never blocks on the
+        network. The future resolves when the set is verified, failed, or left to a resume."""
         with self._lock:
             for f in checkpoint.files:
                 st = os.stat(f.path)
                 key = self.key_for(f.relpath)
                 self._journal.queue(key, f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
-                self._pending.add(key)
+                self._keys.add(key)
                 self._bytes_total += st.st_size
                 self._files_total += 1
             self._journal.add_set(self._set_key(checkpoint), checkpoint)
-            if self._manifests:
-                self._pending.add(self._set_key(checkpoint))
-        self._queue.put(checkpoint)
+            self._keys.add(self._set_key(checkpoint))
+        # Outside the lock: an executor may run the task inline (the task takes the lock too).
+        future = self._pool.submit(self._upload_set, checkpoint)
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget_future)  # at once if it is done already
+        return future
+
+    def _forget_future(self, future: Future) -> None:
+        with self._lock:
+            self._futures.discard(future)
 
     def resume(self) -> int:
         """Re-submit the sets an earlier trainvisor left unfinished in this run directory.
@@ -132,11 +168,13 @@ class UploadManager:
         A set whose files are gone is recorded as failed and reported, never silently dropped."""
         count = 0
         for cp in self._journal.unfinished_sets():
-            missing = [f.path for f in cp.files if not os.path.exists(f.path)]
+            missing = [f for f in cp.files if not os.path.exists(f.path)]
             if missing:
                 self._journal.set_done(self._set_key(cp), FAILED)
+                for f in missing:
+                    self._journal.gone(self.key_for(f.relpath), f.path, "file gone before its upload resumed")
                 with self._lock:
-                    self._failed.extend(self.key_for(f.relpath) for f in cp.files if f.path in missing)
+                    self._keys.update(self.key_for(f.relpath) for f in missing)
                 continue
             self.submit(cp)
             count += 1
@@ -151,55 +189,53 @@ class UploadManager:
         with self._lock:
             self._bytes_done += nbytes
 
-    def _work(self) -> None:
-        while (cp := self._queue.get()) is not None:
-            try:
-                self._upload_set(cp)
-            finally:
-                self._queue.task_done()
-        self._queue.task_done()
-
-    def _upload_set(self, cp: Checkpoint) -> None:
+    def _upload_set(self, cp: Checkpoint) -> SetOutcome:
         """One set at a time per set key: a set submitted again while it uploads (resumed, then
         rewritten by the training) waits, then finds its unchanged files already verified."""
         set_key = self._set_key(cp)
         with self._lock:
             set_lock = self._set_locks.setdefault(set_key, threading.Lock())
-        with set_lock:
-            self._upload_set_locked(cp, set_key)
+        try:
+            with set_lock:
+                return SetOutcome(set_key, self._upload_set_locked(cp, set_key))
+        except Exception:  # a bug or a vanished run directory: logged, the set stays for a resume
+            log.exception("upload of checkpoint %s stopped", cp.name)
+            return SetOutcome(set_key, QUEUED)
 
-    def _upload_set_locked(self, cp: Checkpoint, set_key: str) -> None:
+    def _upload_set_locked(self, cp: Checkpoint, set_key: str) -> str:
         entries = []
         for f in cp.files:
             key = self.key_for(f.relpath)
             obj = self._upload_one(f.path, key)
             if obj is None and self._stopping.is_set():
-                return  # stays unfinished in the journal: the next trainvisor resumes it
+                return QUEUED  # stays unfinished in the journal: the next trainvisor resumes it
             if obj is None:
-                self._journal.set_done(set_key, FAILED)
-                with self._lock:  # no manifest for an incomplete set
-                    self._pending.discard(set_key)
-                return
-            entries.append({"relpath": f.relpath, "key": key, "size": obj.size, "checksum": obj.checksum})
-        if not self._manifests:
-            self._journal.set_done(set_key)
-            return
-        manifest = {"run_id": self._run_id, "name": cp.name, "iteration": cp.iteration,
-                    "epoch": cp.epoch, "framework": cp.framework, "files": entries}
-        mkey = self.key_for(cp.name + ".manifest.json")
-        mpath = os.path.join(self._run_dir, f".{cp.name}.manifest.json")
-        with open(mpath, "w") as out:
-            json.dump(manifest, out, indent=1)
-        st = os.stat(mpath)
-        self._journal.queue(mkey, mpath, size=st.st_size, mtime_ns=st.st_mtime_ns)
-        if self._upload_one(mpath, mkey) is None:
-            if not self._stopping.is_set():
-                self._journal.set_done(set_key, FAILED)
-            return
+                self._journal.set_done(set_key, FAILED)  # no manifest for an incomplete set
+                return FAILED
+            entries.append(ManifestEntry(relpath=f.relpath, key=key, size=obj.size, checksum=obj.checksum))
+        if self._manifests:
+            state = self._upload_manifest(Manifest.of(self._run_id, cp, tuple(entries)))
+            if state != VERIFIED:
+                return state
         self._journal.set_done(set_key)
-        if self._delete:
+        if self._delete and self._manifests:
             for f in cp.files:
                 os.unlink(f.path)
+        return VERIFIED
+
+    def _upload_manifest(self, manifest: Manifest) -> str:
+        mkey = self.key_for(manifest.name + ".manifest.json")
+        mpath = os.path.join(self._run_dir, f".{manifest.name}.manifest.json")
+        with open(mpath, "w") as out:
+            out.write(manifest.to_json())
+        st = os.stat(mpath)
+        self._journal.queue(mkey, mpath, size=st.st_size, mtime_ns=st.st_mtime_ns)
+        if self._upload_one(mpath, mkey) is not None:
+            return VERIFIED
+        if self._stopping.is_set():
+            return QUEUED
+        self._journal.set_done(mkey, FAILED)
+        return FAILED
 
     def _already_verified(self, path: str, key: str) -> Optional[UploadedObject]:
         """The stored object, when exactly this version of `path` was verified before
@@ -215,7 +251,6 @@ class UploadManager:
         done = self._already_verified(path, key)
         if done is not None:
             with self._lock:
-                self._pending.discard(key)
                 self._bytes_done += done.size
                 self._files_done += 1
                 self._skipped += 1
@@ -224,66 +259,88 @@ class UploadManager:
         while not self._stopping.is_set():
             self._journal.start(key)
             sent = [0]
-
-            def progress(n: int) -> None:
-                sent[0] += n
-                self._count(n)
-
             try:
-                before = os.stat(path)
-                obj = self._up.upload(path, key, progress=progress)
-                after = os.stat(path)
-                if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or obj.size != after.st_size:
-                    # Verified, but of a file that was being rewritten meanwhile: the
-                    # stored copy may be a mix of both states. Never record that as done.
-                    raise UploadError(f"{path} changed during its upload", retryable=True)
+                obj = self._attempt(path, key, sent)
             except OSError as exc:
                 return self._give_up(key, f"cannot read {path}: {exc.strerror}")
             except UploadError as exc:
                 self._count(-sent[0])
+                if self._stopping.is_set():
+                    self._journal.retry(key, str(exc))
+                    return None  # journaled as queued: resumed by the next trainvisor on this run dir
                 if not exc.retryable or attempt + 1 == self._retry.attempts:
                     return self._give_up(key, str(exc))
                 self._journal.retry(key, str(exc))
                 delay = self._retry.delay(attempt, self._rng)
                 log.warning("upload of %s failed (%s); attempt %d, next in %.1f s", key, exc, attempt + 1, delay)
                 self._sleep(delay)
-                if self._stopping.is_set():
-                    return None  # journaled as queued: resumed by the next trainvisor on this run dir
                 attempt += 1
                 continue
-            self._journal.verified(key, obj.checksum, size=after.st_size, mtime_ns=after.st_mtime_ns)
             log.info("uploaded %s (%d bytes, %s)", key, obj.size, obj.checksum)
             with self._lock:
-                self._pending.discard(key)
                 self._bytes_done += obj.size - sent[0]
                 self._files_done += 1
             return obj
         return None
 
+    def _attempt(self, path: str, key: str, sent: list[int]) -> UploadedObject:
+        """One upload of `path`, journaled verified only when the file did not change under it."""
+
+        def progress(n: int) -> None:
+            if self._stopping.is_set():
+                raise UploadCancelled()
+            sent[0] += n
+            self._count(n)
+
+        before = os.stat(path)
+        obj = self._up.upload(path, key, progress=progress)
+        after = os.stat(path)
+        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or obj.size != after.st_size:
+            # Verified, but of a file that was being rewritten meanwhile: the
+            # stored copy may be a mix of both states. Never record that as done.
+            raise UploadError(f"{path} changed during its upload", retryable=True)
+        self._journal.verified(key, obj.checksum, size=after.st_size, mtime_ns=after.st_mtime_ns)
+        return obj
+
     def _give_up(self, key: str, error: str) -> None:
         log.error("upload of %s failed for good: %s", key, error)
         self._journal.failed(key, error)
-        with self._lock:
-            self._failed.append(key)
-            self._pending.discard(key)
         return None
 
     def drain(self, timeout: float) -> DrainReport:
-        """Wait up to `timeout` seconds for queued uploads; report what is left."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Wait up to `timeout` seconds for the submitted sets; report what the journal says then.
+        Returns within the timeout even while an upload is in flight (it goes on, or is resumed)."""
+        deadline = self._clock() + max(0.0, timeout)
+        while True:
             with self._lock:
-                if not self._pending:
-                    break
-            time.sleep(0.02)
-        with self._lock:
-            return DrainReport(pending=tuple(sorted(self._pending)), failed=tuple(self._failed))
+                futures = set(self._futures)
+            left = deadline - self._clock()
+            if not futures or left <= 0:
+                break
+            wait(futures, timeout=left)  # a set resubmitted meanwhile is waited for on the next turn
+        return self.report()
 
-    def close(self) -> None:
-        """Stop the workers; an upload still in flight after 5 s is left to the journal."""
+    def report(self) -> DrainReport:
+        """What the journal says now about every key this manager took on (the files and
+        manifests of the sets submitted or resumed, and files found gone on resume). Keys of
+        an earlier attempt that nothing resumed are not this manager's to report."""
+        with self._lock:
+            keys = set(self._keys)
+        states = self._journal.states(keys)
+        return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in
+        flight stops at its next chunk or part; one still running after `timeout` is abandoned."""
         self._stopping.set()
-        for _ in self._threads:
-            self._queue.put(None)
-        for t in self._threads:
-            t.join(timeout=5)
+        with self._lock:
+            futures = set(self._futures)
+        for f in futures:
+            f.cancel()
+        _done, running = wait(futures, timeout=timeout)
+        if self._own_pool:  # joined when idle, so no worker thread outlives close()
+            self._pool.shutdown(wait=not running, cancel_futures=True)
+        if running:
+            log.warning("%d upload(s) still running at close; the journal resumes them next time", len(running))
+            return  # the journal stays open for them: closing it under a writer would lose their record
         self._journal.close()

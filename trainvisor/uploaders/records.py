@@ -11,9 +11,41 @@ import hashlib
 import json
 import os
 import threading
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
-__all__ = ["ResumeRecords"]
+__all__ = ["ResumeRecords", "S3ResumeRecord"]
+
+
+@dataclass(frozen=True)
+class S3ResumeRecord:
+    """An S3 multipart upload in progress for one version of a file (bucket, size, mtime, part
+    size): only that version may resume from its parts; any other one aborts it."""
+
+    upload_id: str
+    bucket: str
+    size: int
+    mtime_ns: int
+    part_size: int
+
+    def is_for(self, bucket: str, size: int, mtime_ns: int, part_size: int) -> bool:
+        return (self.bucket, self.size, self.mtime_ns, self.part_size) == (bucket, size, mtime_ns, part_size)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        # The stored shape predates this type: records written by an older trainvisor still resume.
+        return {"upload_id": self.upload_id, "version": [self.bucket, self.size, self.mtime_ns, self.part_size]}
+
+    @classmethod
+    def from_json_dict(cls, d: Mapping[str, Any]) -> Optional["S3ResumeRecord"]:
+        """None for a record this version cannot read: the upload starts over rather than guess."""
+        try:
+            bucket, size, mtime_ns, part_size = d["version"]
+            record = cls(d["upload_id"], bucket, size, mtime_ns, part_size)
+        except (KeyError, TypeError, ValueError):
+            return None
+        fields_ok = isinstance(record.upload_id, str) and isinstance(record.bucket, str)
+        numbers_ok = all(isinstance(v, int) for v in (record.size, record.mtime_ns, record.part_size))
+        return record if fields_ok and numbers_ok else None
 
 
 class ResumeRecords:

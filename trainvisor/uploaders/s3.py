@@ -26,7 +26,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from .base import Progress, UploadedObject, UploadError
-from .records import ResumeRecords
+from .records import ResumeRecords, S3ResumeRecord
 
 __all__ = ["S3Uploader", "part_size_for"]
 
@@ -125,17 +125,20 @@ class S3Uploader:
         progress(len(data))
         return hashlib.md5(data).hexdigest()
 
+    def _recorded(self, key: str) -> Optional[S3ResumeRecord]:
+        stored = self._records.get(key)
+        return None if stored is None else S3ResumeRecord.from_json_dict(stored)
+
     def _multipart(self, fd: int, key: str, st: os.stat_result, progress: Progress) -> str:
         part = part_size_for(st.st_size, self.config.multipart_chunksize)
-        version = [self.bucket, st.st_size, st.st_mtime_ns, part]
         held: dict[int, dict] = {}
-        record = self._records.get(key)
-        if record is not None and record.get("version") != version:
+        record = self._recorded(key)
+        if record is not None and not record.is_for(self.bucket, st.st_size, st.st_mtime_ns, part):
             self._abort_recorded(key)  # parts of another version of the file
             record = None
         if record is not None:
             try:
-                held = self._held_parts(key, record["upload_id"])
+                held = self._held_parts(key, record.upload_id)
             except ClientError as exc:
                 if _code(exc) != "NoSuchUpload":
                     raise
@@ -144,10 +147,10 @@ class S3Uploader:
         if record is None:
             upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=key,
                                                              **self._checksum)["UploadId"]
-            record = {"upload_id": upload_id, "version": version}
-            self._records.put(key, record)
-        parts = self._send_parts(fd, key, record["upload_id"], st.st_size, part, held, progress)
-        self._client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=record["upload_id"],
+            record = S3ResumeRecord(upload_id, self.bucket, st.st_size, st.st_mtime_ns, part)
+            self._records.put(key, record.to_json_dict())
+        parts = self._send_parts(fd, key, record.upload_id, st.st_size, part, held, progress)
+        self._client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=record.upload_id,
                                                MultipartUpload={"Parts": [p for p, _ in parts]})
         self._records.forget(key)
         return _combined_etag([digest for _, digest in parts])
@@ -204,11 +207,13 @@ class S3Uploader:
         return [f.result() for f in futures]
 
     def _abort_recorded(self, key: str) -> None:
-        record = self._records.get(key)
-        if record is None:
+        stored = self._records.get(key)
+        if stored is None:
             return
+        record = S3ResumeRecord.from_json_dict(stored)
         try:
-            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=record["upload_id"])
+            if record is not None:
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=record.upload_id)
         except (ClientError, BotoCoreError):
             pass  # already gone, or the store is down: the bucket's lifecycle rule is the backstop
         self._records.forget(key)

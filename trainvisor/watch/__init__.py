@@ -3,9 +3,11 @@ choose which to upload, and hand them to an uploader."""
 from .caffe_solver import SolverSnapshot, snapshot_target
 from .policy import UploadPolicy, parse_policy
 from .recognizers import Part, Recognizer, default_recognizers, register_recognizer
+from .tracker import CheckpointTracker, WatcherStats
 
 __all__ = [
-    "AnnouncementSink", "CheckpointConsumer", "CheckpointWatcher", "WatcherStats", "Part", "Recognizer",
+    "AnnouncementSink", "CheckpointConsumer", "CheckpointTracker", "CheckpointWatcher", "WatcherStats", "Part",
+    "Recognizer",
     "default_recognizers", "register_recognizer", "UploadPolicy", "parse_policy", "SolverSnapshot",
     "snapshot_target",
 ]
@@ -13,7 +15,7 @@ __all__ = [
 
 def __getattr__(name: str):
     # The watcher pulls in watchdog; commands that never watch (parse, replay) skip it.
-    if name in ("AnnouncementSink", "CheckpointConsumer", "CheckpointWatcher", "WatcherStats"):
+    if name in ("AnnouncementSink", "CheckpointConsumer", "CheckpointWatcher"):
         from . import watcher
 
         return getattr(watcher, name)

@@ -1,11 +1,13 @@
 """Filesystem observation: watchdog observers that only enqueue, and watches on
 directories that may not exist yet.
 
-watchdog calls handlers on its dispatcher thread under its lock, so `_Enqueue`
-does nothing but put a small tuple on the watcher's queue. A watched directory
+watchdog calls handlers on its dispatcher thread under its lock, so `EnqueueHandler`
+does nothing but put one typed event (`fsevents`) on the watcher's queue. A watched directory
 that does not exist yet is covered by a non-recursive watch on its nearest
 existing ancestor; each directory creation re-resolves, until the directory
 itself is watched recursively. Only the inotify observer reports close-after-write.
+The inotify observer reports unmatched moves too (`generate_full_events`): a file moved in
+from outside the watched tree arrives as a move, complete at once, not as a new file.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import logging
 import os
 import queue
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -28,38 +30,50 @@ from watchdog.events import (
 )
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
-__all__ = ["FsItem", "EnqueueHandler", "RootWatches", "make_observer"]
+from .fsevents import DirAppeared, FileChanged, FileClosed, FileDeleted, FileMoved, WatchEvent
+
+__all__ = ["EnqueueHandler", "RootWatches", "make_observer", "translate"]
 
 log = logging.getLogger("trainvisor.watch")
 
-# (kind, path, dest): kind is one of "created", "modified", "closed", "moved", "deleted", "dir"
-FsItem = tuple
+
+def translate(event: FileSystemEvent, *, renames_are_proof: bool) -> Optional[WatchEvent]:
+    """watchdog's event as ours, or None for what the watcher ignores (opens, attributes).
+    `renames_are_proof` is False for the polling observer, which reports a new file in a
+    deleted file's inode as a move."""
+    src = os.fsdecode(event.src_path)
+    if isinstance(event, FileClosedEvent):
+        return FileClosed(src)
+    if isinstance(event, (FileModifiedEvent, FileCreatedEvent)):
+        return FileChanged(src)
+    if isinstance(event, FileMovedEvent):
+        dest = os.fsdecode(event.dest_path)
+        if not dest:  # moved out of the watched tree
+            return FileDeleted(src)
+        return FileMoved(src or None, dest, by_rename=renames_are_proof)
+    if isinstance(event, FileDeletedEvent):
+        return FileDeleted(src)
+    if isinstance(event, DirCreatedEvent):
+        return DirAppeared(src)
+    if isinstance(event, DirMovedEvent):
+        dest = os.fsdecode(event.dest_path)
+        return DirAppeared(dest) if dest else None
+    return None
 
 
 class EnqueueHandler(FileSystemEventHandler):
     """Runs on watchdog's thread: translate and enqueue, nothing else."""
 
-    def __init__(self, q: "queue.SimpleQueue") -> None:
+    def __init__(self, q: "queue.SimpleQueue[WatchEvent]", *, renames_are_proof: bool = True) -> None:
         self._q = q
+        self._renames_are_proof = renames_are_proof
         self.last_event = 0.0  # monotonic time of the last event (read by stop() to wait for quiet)
 
-    def dispatch(self, event: FileSystemEvent) -> None:  # one isinstance chain, no per-kind methods
+    def dispatch(self, event: FileSystemEvent) -> None:  # one translation, no per-kind methods
         self.last_event = time.monotonic()
-        src = os.fsdecode(event.src_path)
-        if isinstance(event, FileClosedEvent):
-            self._q.put(("fs", "closed", src, None))
-        elif isinstance(event, FileModifiedEvent):
-            self._q.put(("fs", "modified", src, None))
-        elif isinstance(event, FileCreatedEvent):
-            self._q.put(("fs", "created", src, None))
-        elif isinstance(event, FileMovedEvent):
-            self._q.put(("fs", "moved", src, os.fsdecode(event.dest_path)))
-        elif isinstance(event, FileDeletedEvent):
-            self._q.put(("fs", "deleted", src, None))
-        elif isinstance(event, DirCreatedEvent):
-            self._q.put(("fs", "dir", src, None))
-        elif isinstance(event, DirMovedEvent):
-            self._q.put(("fs", "dir", os.fsdecode(event.dest_path), None))
+        ours = translate(event, renames_are_proof=self._renames_are_proof)
+        if ours is not None:
+            self._q.put(ours)
 
 
 def make_observer(*, poll: bool, poll_interval: float) -> BaseObserver:
@@ -69,7 +83,9 @@ def make_observer(*, poll: bool, poll_interval: float) -> BaseObserver:
         return PollingObserver(timeout=poll_interval)
     from watchdog.observers.inotify import InotifyObserver
 
-    return InotifyObserver()
+    # Full events: a file moved in from outside the tree is an unmatched IN_MOVED_TO, which
+    # the default reports as created (indistinguishable from a file just opened for writing).
+    return InotifyObserver(generate_full_events=True)
 
 
 def _nearest_existing(path: str) -> str:

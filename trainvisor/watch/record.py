@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Sequence
 
+from ..checkpoints import checkpoint_to_dict
 from ..events import Checkpoint
 from .watcher import CheckpointConsumer
 
@@ -26,16 +27,12 @@ class CheckpointRecord:
         self._lock = threading.Lock()
 
     def submit(self, checkpoint: Checkpoint) -> None:
-        files = []
-        for f in checkpoint.files:
+        rec = {"event": "checkpoint_complete", **checkpoint_to_dict(checkpoint), "wall_time": time.time()}
+        for f in rec["files"]:
             try:
-                size = os.path.getsize(f.path)
+                f["size"] = os.path.getsize(f["path"])
             except OSError:
-                size = None
-            files.append({"path": f.path, "relpath": f.relpath, "size": size})
-        rec = {"event": "checkpoint_complete", "name": checkpoint.name, "framework": checkpoint.framework,
-               "iteration": checkpoint.iteration, "epoch": checkpoint.epoch, "root": checkpoint.root,
-               "files": files, "wall_time": time.time()}
+                f["size"] = None
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(rec) + "\n")
 

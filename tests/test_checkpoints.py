@@ -1,0 +1,40 @@
+"""The one serialisation of a Checkpoint and of the Manifest: what the journal, checkpoints.jsonl
+and the uploaded manifest hold, read back unchanged."""
+from __future__ import annotations
+
+import json
+
+from trainvisor.checkpoints import Manifest, ManifestEntry, checkpoint_from_dict, checkpoint_to_dict
+from trainvisor.events import Checkpoint, CheckpointFile
+
+CP = Checkpoint(name="lenet_iter_500", files=(CheckpointFile("/r/snap/lenet_iter_500.caffemodel", "lenet_iter_500.caffemodel"),
+                                              CheckpointFile("/r/snap/lenet_iter_500.solverstate", "lenet_iter_500.solverstate")),
+                iteration=500, epoch=1.5, root="/r/snap", framework="caffe")
+
+
+def test_checkpoint_round_trips_through_json():
+    d = json.loads(json.dumps(checkpoint_to_dict(CP)))
+    assert d["files"][0] == {"path": "/r/snap/lenet_iter_500.caffemodel", "relpath": "lenet_iter_500.caffemodel"}
+    assert checkpoint_from_dict(d) == CP
+
+
+def test_checkpoint_from_a_journal_written_before_the_shared_format():
+    old = {"name": "m", "iteration": None, "epoch": None, "root": "/r", "framework": "pytorch",
+           "files": [["/r/m.pt", "m.pt"]]}
+    assert checkpoint_from_dict(old) == Checkpoint("m", (CheckpointFile("/r/m.pt", "m.pt"),), None, None, "/r", "pytorch")
+
+
+def test_a_nan_epoch_stays_valid_json_and_reads_back_as_nan():
+    cp = Checkpoint("m", (), None, float("nan"), "/r", "")
+    text = json.dumps(checkpoint_to_dict(cp), allow_nan=False)
+    assert checkpoint_from_dict(json.loads(text)).epoch != checkpoint_from_dict(json.loads(text)).epoch
+
+
+def test_manifest_keeps_its_stored_field_names_and_round_trips():
+    m = Manifest.of("r1", CP, (ManifestEntry("lenet_iter_500.caffemodel", "p/r1/lenet_iter_500.caffemodel", 10,
+                                             "sha256:ab"),))
+    d = json.loads(m.to_json())
+    assert d == {"run_id": "r1", "name": "lenet_iter_500", "iteration": 500, "epoch": 1.5, "framework": "caffe",
+                 "files": [{"relpath": "lenet_iter_500.caffemodel", "key": "p/r1/lenet_iter_500.caffemodel",
+                            "size": 10, "checksum": "sha256:ab"}]}
+    assert Manifest.from_json(m.to_json()) == m
