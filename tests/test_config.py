@@ -208,3 +208,12 @@ def test_a_config_file_alone_describes_a_run_and_no_secret_reaches_the_run_log(t
 def test_a_password_in_an_upload_url_is_masked_when_shown(tmp_path):
     out = show(tmp_path, "--upload-to", f"s3://AKIAEXAMPLE:{SECRET}@bucket/p", "--", "true")
     assert SECRET not in out and 'to: "s3://AKIAEXAMPLE:***@bucket/p"' in out
+
+
+def test_the_config_accepts_exactly_the_supervisors_death_choices():
+    from trainvisor.supervisor import ON_SUPERVISOR_DEATH
+
+    assert set(ON_SUPERVISOR_DEATH) == {"term", "keep"}
+    assert ProcessConfig(on_supervisor_death="keep").on_supervisor_death == "keep"
+    with pytest.raises(ConfigError, match="process.on_supervisor_death: must be one of term, keep"):
+        ProcessConfig(on_supervisor_death="stop")
