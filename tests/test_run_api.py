@@ -74,12 +74,12 @@ def test_a_python_run_uploads_to_a_local_store_like_the_cli(tmp_path):
     py_summary, py_err = python_run(tmp_path / "py", f"file://{stores['py']}")
     cli = cli_run(tmp_path / "cli", f"file://{stores['cli']}", dict(os.environ))
     text = same_run(tmp_path, py_summary, py_err, cli)
-    assert "checkpoints    10 complete" in text and "uploads        30 verified, 0 pending, 0 failed" in text
+    assert "checkpoints    10 complete" in text and f"uploads        file://{stores['py']}: 10 sets verified, 0 pending, 0 failed (30 objects verified)" in text
     objects = {tag: {str(p.relative_to(s)): p.read_bytes() for p in sorted(s.rglob("*")) if p.is_file()}
                for tag, s in stores.items()}
     assert objects["py"] == objects["cli"]
     assert len(objects["py"]) == 30  # 10 sets of weights + solverstate + manifest
-    assert py_summary.uploads.verified == 30 and py_summary.uploads.complete
+    assert len(py_summary.uploads.verified) == 30 and py_summary.uploads.complete
     assert py_summary.checkpoints_complete == 10 and py_summary.run_id == "r1"
     assert py_summary.lines == py_err.count(b"\n") and py_summary.fault_total == 0
 
@@ -98,7 +98,7 @@ def test_a_python_run_uploads_to_s3_like_the_cli(tmp_path, moto_endpoint, monkey
     cli = cli_run(tmp_path / "cli", "s3://ckpt-cli/backups", env)
     text = same_run(tmp_path, py_summary, py_err, cli.__class__(cli.args, cli.returncode, cli.stdout,
                                                                  cli.stderr.replace(b"ckpt-cli", b"ckpt-py")))
-    assert "uploads        30 verified, 0 pending, 0 failed to s3://ckpt-py/backups" in text
+    assert "uploads        s3://ckpt-py/backups: 10 sets verified, 0 pending, 0 failed (30 objects" in text
 
     def stored(bucket: str) -> dict[str, bytes]:
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]

@@ -26,8 +26,8 @@ def format_summary(summary) -> str:
     lines += _metric_lines(s.last_metrics)
     if s.uploads is not None:
         u = s.uploads
-        lines.append(f"  uploads        {u.verified} verified, {len(u.pending)} pending, {len(u.failed)} failed"
-                     f" to {u.destination}")
+        lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
+                     f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
     for f in s.faults:
         lines.append(f"  FAILED         {f.component}: {f.count} time(s) (see the run log)")
     if s.metrics_path:

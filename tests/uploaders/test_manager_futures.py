@@ -7,7 +7,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from trainvisor.uploaders import LocalUploader
-from trainvisor.uploaders.journal import Journal, QUEUED
+from trainvisor.uploaders.journal import QUEUED, Journal, JournalStates
 from trainvisor.uploaders.manager import DrainReport, SetOutcome, UploadManager
 
 from test_manager import _checkpoint  # tests/uploaders is on sys.path (no package)
@@ -130,4 +130,5 @@ def test_drain_report_is_what_the_journal_says_about_this_managers_keys(tmp_path
         m.submit(_checkpoint(tmp_path, 1))
         report = m.drain(10)
     assert report == DrainReport(pending=(), failed=(),
-                                 verified=("r1/net_iter_100.caffemodel", "r1/net_iter_100.manifest.json"))
+                                 verified=("r1/net_iter_100.caffemodel", "r1/net_iter_100.manifest.json"),
+                                 sets=JournalStates(verified=("r1/net_iter_100.manifest.json",), pending=(), failed=()))

@@ -89,7 +89,7 @@ def resume(run_dir: str, drain_timeout: Optional[float], quiet: bool) -> None:
     if totals is None:
         click.echo(f"trainvisor: {run_dir} uploads nowhere; nothing to resume", err=True)
         return
-    click.echo(f"uploads to {totals.destination}: {totals.verified} verified, {len(totals.pending)} pending, "
-               f"{len(totals.failed)} failed", err=True)
+    click.echo(f"uploads to {totals.destination}: {totals.sets_verified} checkpoint sets verified, "
+               f"{totals.sets_pending} pending, {totals.sets_failed} failed", err=True)
     if not totals.complete:
         sys.exit(3)

@@ -49,12 +49,10 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
     try:
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
         report = manager.drain(timeout)
-        progress = manager.progress()
     finally:
         manager.close()
     for key in report.pending:
         log.warning("upload not finished within %gs: %s (run resume again)", timeout, key)
     for key in report.failed:
         log.error("upload failed for good: %s (see the run log)", key)
-    return UploadTotals(destination=config.upload.to or "", verified=progress.files_done,
-                        pending=tuple(report.pending), failed=tuple(report.failed))
+    return UploadTotals.from_report(config.upload.to or "", report)

@@ -207,10 +207,7 @@ class _Parts:
             log.error("upload failed for good: %s (see the run log)", key)
         if not report.pending and not report.failed:
             log.info("all checkpoint uploads verified")
-        progress = self.manager.progress()
-        destination = cfg.to or getattr(self.manager, "url", "") or ""
-        return UploadTotals(destination=destination, verified=progress.files_done,
-                            pending=tuple(report.pending), failed=tuple(report.failed))
+        return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
 
     def summarise(self, result) -> RunSummary:
         stats_sink = self.stats_sink

@@ -21,13 +21,24 @@ class FaultCount:
 
 @dataclass(frozen=True)
 class UploadTotals:
-    """The uploads of one destination at exit: files verified, and the keys still pending (to be
-    resumed by the next start on this run directory) or failed for good."""
+    """The uploads of one destination at exit, as the upload journal states them: checkpoint sets
+    and object keys verified, pending (resumed by the next start on this run directory) or failed
+    for good."""
 
     destination: str
-    verified: int
+    sets_verified: int = 0
+    sets_pending: int = 0
+    sets_failed: int = 0
+    verified: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
+
+    @classmethod
+    def from_report(cls, destination: str, report) -> "UploadTotals":
+        """From an upload manager's `DrainReport`."""
+        return cls(destination=destination, sets_verified=len(report.sets.verified),
+                   sets_pending=len(report.sets.pending), sets_failed=len(report.sets.failed),
+                   verified=tuple(report.verified), pending=tuple(report.pending), failed=tuple(report.failed))
 
     @property
     def complete(self) -> bool:

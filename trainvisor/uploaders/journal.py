@@ -183,6 +183,17 @@ class Journal:
         return JournalStates(verified=tuple(sorted(by_state[VERIFIED])), pending=tuple(sorted(pending)),
                              failed=tuple(sorted(by_state[FAILED])))
 
+    def set_states(self, set_keys: Collection[str]) -> JournalStates:
+        """Checkpoint sets by outcome: verified (every file and the manifest), failed, or pending."""
+        with self._lock:
+            rows = self._db.execute("SELECT set_key, state FROM sets").fetchall()
+        by_state: dict[str, list[str]] = {QUEUED: [], VERIFIED: [], FAILED: []}
+        for key, state in rows:
+            if key in set_keys:
+                by_state.setdefault(state, []).append(key)
+        return JournalStates(verified=tuple(sorted(by_state[VERIFIED])), pending=tuple(sorted(by_state[QUEUED])),
+                             failed=tuple(sorted(by_state[FAILED])))
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
-from .journal import FAILED, QUEUED, VERIFIED, Journal
+from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalStates
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
 
@@ -48,6 +48,8 @@ class DrainReport:
     pending: tuple[str, ...]
     failed: tuple[str, ...] = field(default=())
     verified: tuple[str, ...] = field(default=())
+    sets: JournalStates = field(default=JournalStates((), (), ()))
+    """The same for whole checkpoint sets (by set key), which is what a person counts."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class UploadManager:
         self._lock = threading.Lock()
         self._futures: set[Future] = set()
         self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
+        self._set_keys: set[str] = set()
         self._set_locks: dict[str, threading.Lock] = {}
         self._own_pool = executor is None
         self._pool: Executor = executor or ThreadPoolExecutor(max(1, concurrency),
@@ -151,6 +154,7 @@ class UploadManager:
                 self._files_total += 1
             self._journal.add_set(self._set_key(checkpoint), checkpoint)
             self._keys.add(self._set_key(checkpoint))
+            self._set_keys.add(self._set_key(checkpoint))
         # Outside the lock: an executor may run the task inline (the task takes the lock too).
         future = self._pool.submit(self._upload_set, checkpoint)
         with self._lock:
@@ -175,6 +179,7 @@ class UploadManager:
                     self._journal.gone(self.key_for(f.relpath), f.path, "file gone before its upload resumed")
                 with self._lock:
                     self._keys.update(self.key_for(f.relpath) for f in missing)
+                    self._set_keys.add(self._set_key(cp))
                 continue
             self.submit(cp)
             count += 1
@@ -325,9 +330,10 @@ class UploadManager:
         manifests of the sets submitted or resumed, and files found gone on resume). Keys of
         an earlier attempt that nothing resumed are not this manager's to report."""
         with self._lock:
-            keys = set(self._keys)
+            keys, set_keys = set(self._keys), set(self._set_keys)
         states = self._journal.states(keys)
-        return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified)
+        return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified,
+                           sets=self._journal.set_states(set_keys))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in
