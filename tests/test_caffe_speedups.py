@@ -105,16 +105,15 @@ def test_c_csv_row_is_the_python_row(cells):
 
 
 def csv_tables(events_batches, tmp_path, use_c: bool, tag: str) -> tuple:
-    saved = caffe_csv._c_csv_row
+    saved = caffe_csv._FAST
     try:
-        if not use_c:
-            caffe_csv._c_csv_row = None
+        caffe_csv._FAST = use_c
         sink = caffe_csv.CaffeCsvSink(tmp_path / tag, "x.log")
         for batch in events_batches:
             sink.write(batch)
         sink.close()
     finally:
-        caffe_csv._c_csv_row = saved
+        caffe_csv._FAST = saved
     return tuple((p.name, p.read_bytes()) for p in sorted((tmp_path / tag).iterdir()))
 
 

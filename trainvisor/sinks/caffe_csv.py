@@ -33,8 +33,7 @@ try:  # the row formatting in C, built at install time when a compiler is there 
     from ._format import csv_row as _c_csv_row
 except ImportError:  # pragma: no cover - depends on the build
     _c_csv_row = None
-if os.environ.get("TRAINVISOR_PURE_PYTHON"):
-    _c_csv_row = None
+_FAST = not os.environ.get("TRAINVISOR_PURE_PYTHON")  # TRAINVISOR_PURE_PYTHON=1: the Python rows
 _NO_ROW = object()
 
 
@@ -112,7 +111,7 @@ class _Table:
             self.narrowest = width
         cells = [row.iteration, row.seconds, row.lr]
         cells.extend(map(values.get, range(width)))
-        line = _c_csv_row(cells) if _c_csv_row is not None else NotImplemented
+        line = _c_csv_row(cells) if _FAST and _c_csv_row is not None else NotImplemented
         return _format_cells(cells) if line is NotImplemented else line
 
     def spill_if_large(self, max_entries: int) -> None:
