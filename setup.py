@@ -20,8 +20,8 @@ setup(
         ),
         Extension(
             "trainvisor.sinks._format",
-            ["trainvisor/sinks/_format.c"],
-            depends=_SHARED,
+            ["trainvisor/sinks/_format.c", "trainvisor/sinks/_pivot.c"],
+            depends=_SHARED + ["trainvisor/sinks/_format.h"],
             optional=True,
         ),
     ]

@@ -5,25 +5,9 @@
  * Python formatter the caller passes, so results never differ.
  * Built at install time when a compiler is there (setup.py, optional=True).
  */
-#include "../_native/fastnum.h"
+#include "_format.h"
 
 /* ---- a growing text buffer and the JSON pieces ---- */
-
-typedef struct { char *buf; size_t len, cap; } sbuf;
-
-static int sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n) cap *= 2;
-        char *nb = PyMem_Realloc(b->buf, cap);
-        if (!nb) { PyErr_NoMemory(); return -1; }
-        b->buf = nb; b->cap = cap;
-    }
-    memcpy(b->buf + b->len, s, n);
-    b->len += n;
-    return 0;
-}
-static int sb_str(sbuf *b, const char *s) { return sb_put(b, s, strlen(s)); }
 
 /* JSON number for a float or None; 0 ok, 1 not a float/None (caller falls back), -1 error */
 static int put_number(sbuf *b, PyObject *v) {
@@ -142,23 +126,6 @@ done:
 
 /* ---- CSV rows (sinks/caffe_csv.py) ---- */
 
-/* One cell: 0 written, 1 not a float/int/None (the caller falls back), -1 error. */
-static int put_csv_cell(sbuf *b, PyObject *v) {
-    double d;
-    if (v == Py_None) return 0;
-    if (PyFloat_CheckExact(v)) d = PyFloat_AS_DOUBLE(v);
-    else if (PyLong_CheckExact(v)) {
-        d = PyLong_AsDouble(v);
-        if (d == -1.0 && PyErr_Occurred()) return -1;
-    } else return 1;
-    char buf[40];
-    int len;
-    char *r = double_repr_alloc(d, buf, &len);
-    if (!r) return -1;
-    int rc = sb_put(b, r, (size_t)len);
-    if (r != buf) PyMem_Free(r);
-    return rc ? -1 : 0;
-}
 
 /* csv_row(items) -> "a,b,c": each item a float (repr), an int (as float(int): NumIters is
  * written as 100.0 by parse_log.py) or None (empty cell). Anything else: NotImplemented. */
@@ -196,6 +163,7 @@ static PyMethodDef methods[] = {
     {"format_metrics", format_metrics, METH_VARARGS, "JSON Lines for a list of events (see sinks/jsonl.py)."},
     {"csv_row", csv_row, METH_O, "One CSV row of numbers in repr() form (see sinks/caffe_csv.py)."},
     {"float_repr", py_float_repr, METH_O, "repr(x) for a float, through the fast path when it applies (for tests)."},
+    {"csv_pivot", csv_pivot, METH_VARARGS, "Caffe CSV tables: the per-metric loop and rows (see _pivot.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,7 +18,8 @@ import math
 import os
 import shutil
 import tempfile
-from typing import IO, Optional, Sequence
+from dataclasses import dataclass
+from typing import IO, Callable, Optional, Sequence
 
 from ..events import Event, Metric, PHASE_TRAIN
 
@@ -29,10 +30,11 @@ _LR = "lr"
 _NOT_OUTPUTS = frozenset({"total_loss", "iter_per_sec", _LR})
 _FIXED = ("NumIters", "Seconds", "LearningRate")
 
-try:  # the row formatting in C, built at install time when a compiler is there (setup.py)
+try:  # the same loop and row formatting in C, built at install time when a compiler is there (setup.py)
+    from ._format import csv_pivot as _c_pivot
     from ._format import csv_row as _c_csv_row
 except ImportError:  # pragma: no cover - depends on the build
-    _c_csv_row = None
+    _c_pivot = _c_csv_row = None
 _FAST = not os.environ.get("TRAINVISOR_PURE_PYTHON")  # TRAINVISOR_PURE_PYTHON=1: the Python rows
 _NO_ROW = object()
 
@@ -168,6 +170,35 @@ def _csv_cell(s: str) -> str:
     return s
 
 
+class _PivotState:
+    """Where the pivot stands between writes; the C loop reads and writes these fields by name.
+
+    `loss_only`: the train table built from "Iteration N, loss = L" values, kept
+    until the first "Train net output" line shows the log has real outputs.
+    """
+
+    __slots__ = ("lr", "train", "test", "loss_only")
+
+    def __init__(self, train: _Table, test: _Table, loss_only: Optional[_Table]) -> None:
+        self.lr: object = float("nan")  # the last lr printed
+        self.train = train
+        self.test = test
+        self.loss_only = loss_only
+
+
+@dataclass(frozen=True)
+class _PivotEnv:
+    """The types and fallback the C loop works with, by name."""
+
+    metric: type
+    row: type
+    no_row: object
+    format_cells: Callable[[list], str]
+
+
+_PIVOT_ENV = _PivotEnv(Metric, _Row, _NO_ROW, _format_cells)
+
+
 class CaffeCsvSink:
     """Sink for Caffe metrics that writes parse_log.py-style tables at close."""
 
@@ -178,23 +209,28 @@ class CaffeCsvSink:
         os.makedirs(outdir, exist_ok=True)
         self.train_path = os.path.join(outdir, basename + ".train")
         self.test_path = os.path.join(outdir, basename + ".test")
-        self._train = _Table(self.train_path)
-        self._test = _Table(self.test_path)
         # Old Caffe prints no "Train net output" lines: then the train table is
         # built from the "Iteration N, loss = L" values, as column "loss".
-        self._loss_only: Optional[_Table] = _Table(self.train_path)
-        self._lr = float("nan")  # the last lr printed
+        self._state = _PivotState(_Table(self.train_path), _Table(self.test_path), _Table(self.train_path))
         self.written: list[str] = []
 
     def write(self, events: Sequence[Event]) -> None:
-        self._pivot(events)
-        for table in (self._train, self._test, self._loss_only):
+        state = self._state
+        if _FAST and _c_pivot is not None:
+            _c_pivot(events, state, _PIVOT_ENV)
+            max_entries = 32  # the C loop adds one entry of many rows per call
+        else:
+            self._pivot(events)
+            max_entries = 4096  # one row per entry
+        for table in (state.train, state.test, state.loss_only):
             if table is not None:
-                table.spill_if_large(4096)
+                table.spill_if_large(max_entries)
 
     def _pivot(self, events: Sequence[Event]) -> None:
-        train, test = self._train, self._test
-        lr = self._lr
+        """The reference loop: _pivot.c implements exactly this."""
+        state = self._state
+        train, test = state.train, state.test
+        lr = state.lr
         for ev in events:
             if type(ev) is not Metric:
                 continue
@@ -203,24 +239,25 @@ class CaffeCsvSink:
                 if name in _NOT_OUTPUTS:
                     if name == _LR:
                         lr = value
-                    elif name == "total_loss" and self._loss_only is not None:
-                        t = self._loss_only
+                    elif name == "total_loss" and state.loss_only is not None:
+                        t = state.loss_only
                         t.set(t.values_for(iteration, seconds, lr), "loss", value)
                     continue
-                self._loss_only = None
+                state.loss_only = None
                 table = train
             else:
                 table = test
                 if test_net:
                     name = f"{name}#{test_net}"
             table.set(table.values_for(iteration, seconds, lr), name, value)
-        self._lr = lr
+        state.lr = lr
 
     def flush(self) -> None:
         pass
 
     def close(self) -> None:
-        train = self._loss_only if self._loss_only is not None else self._train
-        for table in (train, self._test):
+        state = self._state
+        train = state.loss_only if state.loss_only is not None else state.train
+        for table in (train, state.test):
             if table.close():
                 self.written.append(table.final_path)
