@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -187,3 +188,30 @@ def test_float_repr_on_values_near_the_fast_path_edges():
                                                              for _ in range(20000)]
     for x in values:
         assert _format_mod.float_repr(x) == repr(x), x
+
+
+# -- the house rules for the C sources: files under 400 lines, functions under 60 -----------------
+
+_C_SOURCES = sorted((FIXTURES.parent / "trainvisor").rglob("*.[ch]"))
+
+
+def _c_function_lengths(text: str) -> dict[str, int]:
+    """Lines of each top-level function: from its `name(...) {` line to the closing `}` in column 0."""
+    out, start = {}, None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if start is None and re.match(r"^[A-Za-z].*\)\s*\{\s*$", line):
+            start = i
+        elif start is not None and line.startswith("}"):
+            out[lines[start].split("(")[0].split()[-1].lstrip("*")] = i - start + 1
+            start = None
+    return out
+
+
+def test_c_sources_stay_small():
+    assert {p.name for p in _C_SOURCES} >= {"_caffe_scan.c", "_caffe_grammar.h", "_format.c", "_pivot.c", "fastnum.h"}
+    for path in _C_SOURCES:
+        text = path.read_text()
+        assert text.count("\n") <= 400, path.name
+        lengths = _c_function_lengths(text)
+        assert lengths and max(lengths.values()) <= 60, (path.name, max(lengths.items(), key=lambda kv: kv[1]))
