@@ -15,7 +15,7 @@
 Groups: ``value`` (with the metric name from a ``name`` group, else ``metric``,
 else the rule's name), ``step``, ``epoch``, and any other named group as a
 metric of that name. A rule takes every match on a line (``a=1 b=2`` with
-``(?P<name>\w+)=(?P<value>\d+)`` gives ``a`` and ``b``). Patterns use the
+``(?P<name>\\w+)=(?P<value>\\d+)`` gives ``a`` and ``b``). Patterns use the
 `regex` module and every match runs with a timeout: a pattern that backtracks
 catastrophically is reported and disabled instead of stalling the supervisor.
 """
