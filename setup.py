@@ -1,16 +1,28 @@
-"""Metadata lives in setup.cfg; this file only declares the optional C speedup.
+"""Metadata lives in setup.cfg; this file only declares the optional C speedups.
 
 `optional=True`: without a compiler the install still succeeds and the Caffe
-parser runs its pure-Python loop (same results, slower).
+parser and the sinks run their pure-Python code (same results, slower). Each
+extension belongs to its folder: the Caffe line scanner to parsers/, the record
+formatting to sinks/; both include the shared exact number routines
+(trainvisor/_native/fastnum.h), so neither imports the other.
 """
 from setuptools import Extension, setup
+
+_SHARED = ["trainvisor/_native/fastnum.h"]
 
 setup(
     ext_modules=[
         Extension(
-            "trainvisor.parsers._caffe_speedups",
-            ["trainvisor/parsers/_caffe_speedups.c"],
+            "trainvisor.parsers._caffe_scan",
+            ["trainvisor/parsers/_caffe_scan.c"],
+            depends=_SHARED + ["trainvisor/parsers/_caffe_grammar.h"],
             optional=True,
-        )
+        ),
+        Extension(
+            "trainvisor.sinks._format",
+            ["trainvisor/sinks/_format.c", "trainvisor/sinks/_pivot.c"],
+            depends=_SHARED + ["trainvisor/sinks/_format.h"],
+            optional=True,
+        ),
     ]
 )

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -105,16 +106,15 @@ def test_c_csv_row_is_the_python_row(cells):
 
 
 def csv_tables(events_batches, tmp_path, use_c: bool, tag: str) -> tuple:
-    saved = caffe_csv._c_pivot
+    saved = caffe_csv._FAST
     try:
-        if not use_c:
-            caffe_csv._c_pivot = None
+        caffe_csv._FAST = use_c
         sink = caffe_csv.CaffeCsvSink(tmp_path / tag, "x.log")
         for batch in events_batches:
             sink.write(batch)
         sink.close()
     finally:
-        caffe_csv._c_pivot = saved
+        caffe_csv._FAST = saved
     return tuple((p.name, p.read_bytes()) for p in sorted((tmp_path / tag).iterdir()))
 
 
@@ -141,7 +141,8 @@ def test_c_csv_tables_agree_on_every_log(log, tmp_path):
 
 # -- the exact float fast paths (text -> double, double -> repr text) --------------------------
 
-_floats_mod = pytest.importorskip("trainvisor.parsers._caffe_speedups")
+_scan_mod = pytest.importorskip("trainvisor.parsers._caffe_scan")
+_format_mod = pytest.importorskip("trainvisor.sinks._format")
 
 _decimal_text = st.builds(
     lambda sign, whole, frac, exp: f"{sign}{whole}{'.' + frac if frac is not None else ''}{exp}",
@@ -155,7 +156,7 @@ _decimal_text = st.builds(
 @settings(max_examples=3000, deadline=None)
 @given(_decimal_text)
 def test_text_to_float_fast_path_is_exactly_float(text):
-    got = _floats_mod.text_to_float(text)
+    got = _scan_mod.text_to_float(text)
     if got is None:
         return  # not handled by the fast path: CPython's parser does it
     want = float(text)
@@ -165,7 +166,7 @@ def test_text_to_float_fast_path_is_exactly_float(text):
 @pytest.mark.parametrize("text", ["2.30259", "0.0839271", "4.1066e-005", "0.001", "1e-05", "-0.5", "123456.789012345",
                                   "0.000123", "1e22", "7"])
 def test_text_to_float_fast_path_covers_caffe_numbers(text):
-    assert _floats_mod.text_to_float(text) == float(text)
+    assert _scan_mod.text_to_float(text) == float(text)
 
 
 @settings(max_examples=5000, deadline=None)
@@ -174,7 +175,7 @@ def test_text_to_float_fast_path_covers_caffe_numbers(text):
                  st.decimals(min_value=-10**6, max_value=10**6, places=6, allow_nan=False).map(float),
                  st.integers(-10**16, 10**16).map(float)))
 def test_float_repr_is_exactly_repr(x):
-    assert _floats_mod.float_repr(x) == repr(x)
+    assert _format_mod.float_repr(x) == repr(x)
 
 
 def test_float_repr_on_values_near_the_fast_path_edges():
@@ -186,4 +187,31 @@ def test_float_repr_on_values_near_the_fast_path_edges():
     values += [rng.uniform(0, 10) for _ in range(20000)] + [round(rng.uniform(0, 100), rng.randint(1, 12))
                                                              for _ in range(20000)]
     for x in values:
-        assert _floats_mod.float_repr(x) == repr(x), x
+        assert _format_mod.float_repr(x) == repr(x), x
+
+
+# -- the house rules for the C sources: files under 400 lines, functions under 60 -----------------
+
+_C_SOURCES = sorted((FIXTURES.parent / "trainvisor").rglob("*.[ch]"))
+
+
+def _c_function_lengths(text: str) -> dict[str, int]:
+    """Lines of each top-level function: from its `name(...) {` line to the closing `}` in column 0."""
+    out, start = {}, None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if start is None and re.match(r"^[A-Za-z].*\)\s*\{\s*$", line):
+            start = i
+        elif start is not None and line.startswith("}"):
+            out[lines[start].split("(")[0].split()[-1].lstrip("*")] = i - start + 1
+            start = None
+    return out
+
+
+def test_c_sources_stay_small():
+    assert {p.name for p in _C_SOURCES} >= {"_caffe_scan.c", "_caffe_grammar.h", "_format.c", "_pivot.c", "fastnum.h"}
+    for path in _C_SOURCES:
+        text = path.read_text()
+        assert text.count("\n") <= 400, path.name
+        lengths = _c_function_lengths(text)
+        assert lengths and max(lengths.values()) <= 60, (path.name, max(lengths.items(), key=lambda kv: kv[1]))

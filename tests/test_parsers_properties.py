@@ -8,13 +8,12 @@ from hypothesis import strategies as st
 
 from trainvisor.events import Metric
 from trainvisor.lines import LineSplitter
-from trainvisor.parsers import ParserOptions, available_parsers, create_parser
-from trainvisor.parsers import _REGISTRY
+from trainvisor.parsers import ParserOptions, available_parsers, create_parser, parser_infos
 
 NAMES = [n for n, _ in available_parsers()]
-# Caffe (the lead's module) reads glog lines only: "I0101 00:00:00.000000 1 file.cpp:1] ..."
-MARKERS = {n: getattr(_REGISTRY[n], "markers", None) for n in NAMES}
-MARKERS["caffe"] = ("] ",)
+MARKERS = {i.name: i.markers for i in parser_infos()}
+# Caffe reads glog lines only: "I0101 00:00:00.000000 1 file.cpp:1] ..."
+assert MARKERS["caffe"] == ("] ",)
 
 # Pieces of real lines of every format, so generated text often gets close to a real line.
 FRAGMENTS = [

@@ -140,3 +140,18 @@ def test_cli_reports_a_bad_rules_file_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert info.value.code == 2
     assert err == f"trainvisor: {rules}: rule 'loss': pattern does not compile: missing ) at position 13\n"
+
+
+def test_a_rule_takes_every_match_on_a_line(tmp_path):
+    rules = tmp_path / "pairs.yaml"
+    rules.write_text("mode: replace\nrules:\n  - name: pairs\n    pattern: '(?P<name>\\w+)=(?P<value>\\d+(?:\\.\\d+)?)'\n")
+    events = feed(build_parser("auto", rules=rules), (FIXTURES / "pairs-every-match.log").read_text())
+    assert [(m.name, m.value, m.line) for m in events] == [
+        ("a", 1.0, 2), ("b", 2.0, 2), ("c", 3.0, 2), ("a", 4.0, 3), ("b", 5.0, 3), ("loss", 0.5, 5), ("loss", 0.4, 5)]
+
+
+def test_every_match_keeps_its_own_step(tmp_path):
+    rules = tmp_path / "steps.yaml"
+    rules.write_text("mode: replace\nrules:\n  - name: s\n    pattern: 'step (?P<step>\\d+): (?P<value>[\\d.]+)'\n")
+    events = feed(build_parser("auto", rules=rules), "step 1: 0.5 step 2: 0.25\n")
+    assert [(m.name, m.value, m.iteration) for m in events] == [("s", 0.5, 1), ("s", 0.25, 2)]

@@ -1,6 +1,12 @@
-"""Parser registry: a name on the command line -> a parser class."""
+"""Parser registry: a name on the command line -> a parser class.
+
+Other code (``auto``, the CLI's parser list) reads the registry through its
+public view only: a frozen `ParserInfo` per parser (`parser_infos`,
+`get_parser_info`), never the classes.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from ..errors import ParserError
@@ -13,7 +19,26 @@ __all__ = [
     "register_parser",
     "create_parser",
     "available_parsers",
+    "ParserInfo",
+    "parser_infos",
+    "get_parser_info",
 ]
+
+
+@dataclass(frozen=True)
+class ParserInfo:
+    """What a registered parser declares about itself.
+
+    `signature`: a regex (MULTILINE) over lines only its format prints, which
+    ``auto`` counts to choose; "" when it has none. `markers`: substrings of which
+    every line it takes a metric from carries at least one (a cheap pre-check, and
+    what the property tests hold it to); () when it declares none.
+    """
+
+    name: str
+    description: str
+    signature: str = ""
+    markers: tuple[str, ...] = ()
 
 _REGISTRY: dict[str, Callable[[ParserOptions], Parser]] = {}
 _BUILTINS_LOADED = False
@@ -46,15 +71,40 @@ def _load_builtins() -> None:
 
 def create_parser(name: str, options: ParserOptions | None = None) -> Parser:
     _load_builtins()
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise ParserError(f"unknown parser {name!r} (available: {known})") from None
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise _unknown(name)
     return cls(options or ParserOptions())
+
+
+def _info(cls: object) -> ParserInfo:
+    return ParserInfo(
+        name=cls.name,  # type: ignore[attr-defined]
+        description=cls.description,  # type: ignore[attr-defined]
+        signature=getattr(cls, "signature", "") or "",
+        markers=tuple(getattr(cls, "markers", None) or ()),
+    )
+
+
+def parser_infos() -> tuple[ParserInfo, ...]:
+    """Every registered parser, sorted by name."""
+    _load_builtins()
+    return tuple(_info(_REGISTRY[n]) for n in sorted(_REGISTRY))
+
+
+def get_parser_info(name: str) -> ParserInfo:
+    """The registered parser `name`; ParserError naming the known ones otherwise."""
+    _load_builtins()
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise _unknown(name)
+    return _info(cls)
+
+
+def _unknown(name: str) -> ParserError:
+    return ParserError(f"unknown parser {name!r} (available: {', '.join(sorted(_REGISTRY))})")
 
 
 def available_parsers() -> list[tuple[str, str]]:
     """(name, one-line description) of every registered parser, sorted by name."""
-    _load_builtins()
-    return sorted((n, c.description) for n, c in _REGISTRY.items())  # type: ignore[attr-defined]
+    return [(i.name, i.description) for i in parser_infos()]

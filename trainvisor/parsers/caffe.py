@@ -16,7 +16,8 @@ from __future__ import annotations
 import datetime
 import os
 import re
-from typing import ClassVar, Optional
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Optional
 
 from ..events import CheckpointEvent, Event, Metric, PHASE_TEST, PHASE_TRAIN
 from ..lines import LineBlock
@@ -24,11 +25,11 @@ from . import register_parser
 from .base import ParserOptions
 
 try:  # optional C loop, built at install time when a compiler is there (setup.py)
-    from ._caffe_speedups import parse_block as _c_parse_block
+    from ._caffe_scan import parse_block as _c_parse_block
 except ImportError:  # pragma: no cover - depends on the build
     _c_parse_block = None
 
-__all__ = ["CaffeParser"]
+__all__ = ["CaffeParser", "CaffeScanState", "ScanEnv"]
 
 # A character class, not an alternation (measured: the alternation cost a third
 # of the whole scan); float() validates, and a value it rejects yields no metric
@@ -74,6 +75,17 @@ def _float(text: str) -> Optional[float]:
         return None
 
 
+_new = tuple.__new__
+
+
+def _append(out: list, name: str, value: Optional[float], iteration: Optional[int], phase: str,
+            test_net: Optional[int], seconds: Optional[float], epoch: Optional[float], wall: float,
+            line: int) -> None:
+    """A Metric for a value that is a number; text that is none gives no metric."""
+    if value is not None:
+        out.append(_new(Metric, (name, value, iteration, phase, test_net, seconds, epoch, wall, line)))
+
+
 class _GlogClock:
     """Seconds between glog timestamps, which carry no year.
 
@@ -113,57 +125,77 @@ class _GlogClock:
         return base
 
 
+class CaffeScanState:
+    """Where the parse stands between blocks; the C scanner reads and writes these fields by name.
+
+    `start`: microseconds of the first timed line ("Solving", or the first metric
+    line of logs that print no "Solving"); `iteration`: the last "Iteration N";
+    `test_iteration`/`test_net`: those of the last "Iteration N, Testing net (#j)".
+    """
+
+    __slots__ = ("start", "iteration", "test_iteration", "test_net")
+
+    def __init__(self) -> None:
+        self.start: Optional[int] = None
+        self.iteration: Optional[int] = None
+        self.test_iteration: Optional[int] = None
+        self.test_net: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ScanEnv:
+    """What the C scanner calls back into, by name: the clock, the event types, the
+    number fallbacks for text its fast paths do not take."""
+
+    iters_per_epoch: Optional[int]
+    cache: dict
+    base: Callable[[str], Optional[int]]
+    metric: type
+    float_fallback: Callable[[str], Optional[float]]
+    int_fallback: Callable[[str], Optional[int]]
+    checkpoint: Callable[..., CheckpointEvent]
+
+
 @register_parser
 class CaffeParser:
     name: ClassVar[str] = "caffe"
     description: ClassVar[str] = (
         "Caffe glog output (BVLC, NVIDIA/DIGITS, Intel, SSD, Windows): loss, lr, net outputs, snapshots"
     )
+    # glog lines only: this parser reads nothing else
+    signature: ClassVar[str] = (
+        r"^[IWEF]\d{4} [\d:.]+ +\d+ (?:solver|caffe|net|sgd_solver|layer_factory)\.(?:cpp|hpp):\d+\]"
+    )
+    markers: ClassVar[tuple[str, ...]] = ("] ",)
 
     def __init__(self, options: ParserOptions | None = None) -> None:
         self.options = options or ParserOptions()
         year = self.options.year or datetime.date.today().year
         self._clock = _GlogClock(year)
-        self._start: Optional[int] = None  # microseconds of the first "Solving" line
-        self._iteration: Optional[int] = None
-        self._test_iteration: Optional[int] = None
-        self._test_net: Optional[int] = None
+        self._state = CaffeScanState()
         self._ipe = self.options.iters_per_epoch
+        self._env = ScanEnv(self._ipe, self._clock.cache, self._clock.base, Metric, _float, _int_or_none,
+                            self._checkpoint)
         # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
         self._c_loop = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_parse_block
 
     def feed(self, block: LineBlock) -> list[Event]:
         if self._c_loop is not None:
-            state = [self._start, self._iteration, self._test_iteration, self._test_net]
-            result = self._c_loop(block.text, block.first_line, block.wall_time, self._ipe, self._clock.cache,
-                                  self._clock.base, state, Metric, _float, _int_or_none)
-            if result is not NotImplemented:
-                self._start, self._iteration, self._test_iteration, self._test_net = state
-                events, n_checkpoints = result
-                if n_checkpoints:
-                    for i, ev in enumerate(events):
-                        if type(ev) is tuple:
-                            _, path, solver_state, line_no, iteration = ev
-                            events[i] = self._checkpoint(path, solver_state, block.wall_time, line_no, iteration)
+            events = self._c_loop(block.text, block.first_line, block.wall_time, self._env, self._state)
+            if events is not NotImplemented:
                 return events
         return self._feed_python(block)
 
     def _feed_python(self, block: LineBlock) -> list[Event]:
-        # The reference loop: _caffe_speedups.c implements exactly this for ASCII
+        # The reference loop: _caffe_scan.c implements exactly this for ASCII
         # blocks (tests/test_caffe_speedups.py compares the two on every log).
         text = "\n" + block.text
         out: list[Event] = []
-        append = out.append
         wall = block.wall_time
         line_no = block.first_line - 1
         pos = 0
         count = text.count
-        clock = self._clock
-        cache_get = clock.cache.get
-        new = tuple.__new__
-        ipe = self._ipe
-        start_t = self._start
-        iteration = self._iteration
+        on_line = self._on_line
         for m in _LINE_RE.finditer(text):
             start = m.start()
             if start == pos:
@@ -171,64 +203,59 @@ class CaffeParser:
             else:
                 line_no += count("\n", pos, start + 1)
             pos = m.end()
-            date, usec, it, speed, loss, lr, net, phase, name, val, state, path, solving = m.groups()
-            base = cache_get(date)
-            if base is None:
-                base = clock.base(date)
-            if base is not None:
-                try:
-                    t = base + int(usec)
-                except ValueError:
-                    t = None
-            else:
-                t = None
-            if start_t is None:
-                if t is None:
-                    seconds = None
-                else:
-                    # The first "Solving" line, or (pycaffe, py-faster-rcnn print
-                    # their own) the first metric line.
-                    start_t = self._start = t
-                    seconds = 0.0
-            else:
-                seconds = (t - start_t) / 1e6 if t is not None else None
-            if solving is not None:
-                continue
-            if it is not None:
-                iteration = int(it)
-                epoch = iteration / ipe if ipe else None
-                if loss is not None:
-                    if speed is not None:
-                        v = _float(speed)
-                        if v is not None:
-                            append(new(Metric, ("iter_per_sec", v, iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)))
-                    v = _float(loss)
-                    if v is None:
-                        continue
-                    append(new(Metric, ("total_loss", v, iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)))
-                elif lr is not None:
-                    v = _float(lr)
-                    if v is None:
-                        continue
-                    append(new(Metric, ("lr", v, iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)))
-                else:
-                    self._test_iteration = iteration
-                    self._test_net = int(net)
-            elif name is not None:
-                v = _float(val)
-                if v is None:
-                    continue
-                if phase == "Tr":
-                    append(new(Metric, (name, v, iteration, PHASE_TRAIN, None, seconds,
-                                        iteration / ipe if ipe and iteration is not None else None, wall, line_no)))
-                else:
-                    ti = self._test_iteration
-                    append(new(Metric, (name, v, ti, PHASE_TEST, self._test_net, seconds,
-                                        ti / ipe if ipe and ti is not None else None, wall, line_no)))
-            else:
-                append(self._checkpoint(path, state is not None, wall, line_no, iteration))
-        self._iteration = iteration
+            on_line(m.groups(), wall, line_no, out)
         return out
+
+    def _seconds(self, date: str, usec: str) -> Optional[float]:
+        """Seconds since the first timed line, which becomes the start; None without a valid time."""
+        clock = self._clock
+        base = clock.cache.get(date)
+        if base is None:
+            base = clock.base(date)
+        t = None
+        if base is not None:
+            try:
+                t = base + int(usec)
+            except ValueError:
+                pass
+        state = self._state
+        if state.start is None:
+            if t is None:
+                return None
+            state.start = t
+            return 0.0
+        return (t - state.start) / 1e6 if t is not None else None
+
+    def _on_line(self, groups: tuple, wall: float, line_no: int, out: list[Event]) -> None:
+        """The events of one metric line (the groups of _LINE_RE), appended to `out`."""
+        date, usec, it, speed, loss, lr, net, phase, name, val, solver_state, path, solving = groups
+        seconds = self._seconds(date, usec)
+        if solving is not None:
+            return
+        state = self._state
+        ipe = self._ipe
+        if it is not None:
+            iteration = state.iteration = int(it)
+            epoch = iteration / ipe if ipe else None
+            if loss is not None:
+                if speed is not None:
+                    _append(out, "iter_per_sec", _float(speed), iteration, PHASE_TRAIN, None, seconds, epoch, wall,
+                            line_no)
+                _append(out, "total_loss", _float(loss), iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)
+            elif lr is not None:
+                _append(out, "lr", _float(lr), iteration, PHASE_TRAIN, None, seconds, epoch, wall, line_no)
+            else:
+                state.test_iteration = iteration
+                state.test_net = int(net)
+        elif name is not None:
+            if phase == "Tr":
+                it_n, phase_name, test_net = state.iteration, PHASE_TRAIN, None
+            else:
+                it_n, phase_name, test_net = state.test_iteration, PHASE_TEST, state.test_net
+            epoch = it_n / ipe if ipe and it_n is not None else None
+            _append(out, name, _float(val), it_n, phase_name, test_net, seconds, epoch, wall, line_no)
+        else:
+            out.append(self._checkpoint(path, solver_state is not None, wall, line_no, state.iteration))
 
     def _checkpoint(self, path: str, solver_state: bool, wall: float, line_no: int,
                     current_iteration: Optional[int]) -> CheckpointEvent:

@@ -2,6 +2,9 @@
 
 Index keys (``step``, ``iter``, ``iteration``, ``global_step``, ``epoch``) set the
 record's position instead of becoming metrics; ``100/23196`` counts as 100.
+In JSON records, numbers written as strings (``"loss": "0.22"``, as Katib's JSON
+format and TRL write them) are numbers, and time keys (``timestamp``, ``time``,
+``wall_time``) are the record's time, never metrics.
 Names prefixed ``val_``/``eval_``/``test_``/``valid_`` are validation values.
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
@@ -27,6 +30,9 @@ _ITER_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it", "batch
 _EPOCH_KEYS = frozenset({"epoch", "Epoch"})
 _VAL_PREFIXES = ("val_", "eval_", "test_", "valid_", "validation_")
 _MAX_LIST = 64
+_TIME_KEYS = frozenset({"timestamp", "time", "wall_time"})
+_PHASE_KEYS = frozenset({"mode", "phase", "split"})
+_NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
 
 
 @register_parser
@@ -87,12 +93,15 @@ class GenericParser(LineParser):
         step = epoch = phase = None
         items = []
         for k, v in rec.items():
-            if isinstance(v, bool):
+            if isinstance(v, bool) or k in _TIME_KEYS:
                 continue
             if isinstance(v, str):
-                if k in ("mode", "phase", "split"):
+                if k in _PHASE_KEYS:
                     phase = PHASE_VAL if v in ("val", "eval", "valid", "validation", "test") else PHASE_TRAIN
-                continue
+                    continue
+                if _NUMBER_TEXT.fullmatch(v) is None:
+                    continue
+                v = to_float(v)
             if isinstance(v, (int, float)):
                 f = as_float(v)
                 if k in _ITER_KEYS:

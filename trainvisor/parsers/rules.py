@@ -14,9 +14,10 @@
 
 Groups: ``value`` (with the metric name from a ``name`` group, else ``metric``,
 else the rule's name), ``step``, ``epoch``, and any other named group as a
-metric of that name. Patterns use the `regex` module and every match runs with
-a timeout: a pattern that backtracks catastrophically is reported and disabled
-instead of stalling the supervisor.
+metric of that name. A rule takes every match on a line (``a=1 b=2`` with
+``(?P<name>\\w+)=(?P<value>\\d+)`` gives ``a`` and ``b``). Patterns use the
+`regex` module and every match runs with a timeout: a pattern that backtracks
+catastrophically is reported and disabled instead of stalling the supervisor.
 """
 from __future__ import annotations
 
@@ -188,14 +189,12 @@ class RulesParser:
             for rule in rules:
                 if rule.contains and rule.contains not in line:
                     continue
-                try:
-                    m = rule.pattern.search(line, timeout=timeout)
+                try:  # every match on the line, as Katib and Guild take them
+                    for m in rule.pattern.finditer(line, timeout=timeout):
+                        out.extend(self._metrics(rule, m, block.first_line + offset, block.wall_time))
                 except TimeoutError:
                     self._disable(rule, block.first_line + offset)
                     rules = [r for r in rules if r is not rule]
-                    continue
-                if m is not None:
-                    out.extend(self._metrics(rule, m, block.first_line + offset, block.wall_time))
         return out
 
     def _disable(self, rule: Rule, line: int) -> None:

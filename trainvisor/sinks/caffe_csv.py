@@ -18,7 +18,8 @@ import math
 import os
 import shutil
 import tempfile
-from typing import IO, Optional, Sequence
+from dataclasses import dataclass
+from typing import IO, Callable, Optional, Sequence
 
 from ..events import Event, Metric, PHASE_TRAIN
 
@@ -29,13 +30,12 @@ _LR = "lr"
 _NOT_OUTPUTS = frozenset({"total_loss", "iter_per_sec", _LR})
 _FIXED = ("NumIters", "Seconds", "LearningRate")
 
-try:  # the same loop and row formatting in C, built with the Caffe speedups (setup.py)
-    from ..parsers._caffe_speedups import csv_pivot as _c_pivot
-    from ..parsers._caffe_speedups import csv_row as _c_csv_row
+try:  # the same loop and row formatting in C, built at install time when a compiler is there (setup.py)
+    from ._format import csv_pivot as _c_pivot
+    from ._format import csv_row as _c_csv_row
 except ImportError:  # pragma: no cover - depends on the build
     _c_pivot = _c_csv_row = None
-if os.environ.get("TRAINVISOR_PURE_PYTHON"):
-    _c_pivot = _c_csv_row = None
+_FAST = not os.environ.get("TRAINVISOR_PURE_PYTHON")  # TRAINVISOR_PURE_PYTHON=1: the Python rows
 _NO_ROW = object()
 
 
@@ -43,95 +43,101 @@ def _fmt(v: Optional[float]) -> str:
     return "" if v is None else repr(float(v))
 
 
-# A table's state is one list, so that the optional C loop and this module
-# share it: [current key, current row, columns, rows, first row, pending lines,
-# narrowest], a row being [iteration, seconds, lr, {column index: value}].
-# Rows are padded to the columns known when they are formatted; `narrowest`
-# (the smallest such width, -1 before any) tells close() whether any row still
-# needs padding for a column that appeared later.
-_KEY, _CUR, _COLUMNS, _ROWS, _FIRST, _LINES, _NARROWEST = range(7)
+class _Row:
+    """One table row while it is being filled: its key, time, learning rate and
+    values by column index."""
+
+    __slots__ = ("iteration", "seconds", "lr", "values")
+
+    def __init__(self, iteration: object, seconds: Optional[float], lr: float) -> None:
+        self.iteration = iteration
+        self.seconds = seconds
+        self.lr = lr
+        self.values: dict[int, float] = {}
 
 
 class _Table:
-    """One output table, written row by row to a temporary file."""
+    """One output table, written row by row to a temporary file.
+
+    Rows are padded to the columns known when they are formatted; `narrowest`
+    (the smallest such width, -1 before any) tells close() whether any row still
+    needs padding for a column that appeared later.
+    """
 
     def __init__(self, final_path: str) -> None:
         self.final_path = final_path
-        self.s: list = [_NO_ROW, None, {}, 0, None, [], -1]
+        self.key: object = _NO_ROW
+        self.current: Optional[_Row] = None
+        self.columns: dict[str, int] = {}
+        self.rows = 0
+        self.first: Optional[_Row] = None  # held back until the second row brings a learning rate
+        self.lines: list[str] = []
+        self.narrowest = -1
         self._tmp: Optional[IO[str]] = None
-
-    @property
-    def columns(self) -> dict[str, int]:
-        return self.s[_COLUMNS]
 
     def values_for(self, key: object, seconds: Optional[float], lr: float) -> dict:
         """The current row's values, starting a new row when `key` (the iteration) changes."""
-        s = self.s
-        if key == s[_KEY]:
-            return s[_CUR][3]
-        if s[_CUR] is not None:
+        if key == self.key:
+            return self.current.values  # type: ignore[union-attr]
+        if self.current is not None:
             self._push()
-        values: dict[int, float] = {}
-        s[_CUR] = [key, seconds, lr, values]
-        s[_KEY] = key
-        return values
+        self.current = _Row(key, seconds, lr)
+        self.key = key
+        return self.current.values
 
     def set(self, values: dict, name: str, value: float) -> None:
-        columns = self.s[_COLUMNS]
+        columns = self.columns
         idx = columns.get(name)
         if idx is None:
             idx = columns[name] = len(columns)
         values[idx] = value
 
     def _push(self) -> None:
-        s = self.s
-        row, s[_CUR], s[_KEY] = s[_CUR], None, _NO_ROW
-        s[_ROWS] += 1
-        if s[_ROWS] == 1:
-            s[_FIRST] = row
+        row, self.current, self.key = self.current, None, _NO_ROW
+        self.rows += 1
+        if self.rows == 1:
+            self.first = row
             return
-        first = s[_FIRST]
+        first = self.first
         if first is not None:
-            s[_FIRST] = None
-            if isinstance(first[2], float) and math.isnan(first[2]):
-                first[2] = row[2]
-            s[_LINES].append(self._format(first))
-        s[_LINES].append(self._format(row))
+            self.first = None
+            if isinstance(first.lr, float) and math.isnan(first.lr):
+                first.lr = row.lr  # type: ignore[union-attr]
+            self.lines.append(self._format(first))
+        self.lines.append(self._format(row))  # type: ignore[arg-type]
 
-    def _format(self, row: list) -> str:
-        it, seconds, lr, values = row
-        s = self.s
-        width = max(len(s[_COLUMNS]), max(values) + 1 if values else 0)
-        if s[_NARROWEST] < 0 or width < s[_NARROWEST]:
-            s[_NARROWEST] = width
-        cells = [it, seconds, lr]
+    def _format(self, row: _Row) -> str:
+        values = row.values
+        width = max(len(self.columns), max(values) + 1 if values else 0)
+        if self.narrowest < 0 or width < self.narrowest:
+            self.narrowest = width
+        cells = [row.iteration, row.seconds, row.lr]
         cells.extend(map(values.get, range(width)))
-        line = _c_csv_row(cells) if _c_csv_row is not None else NotImplemented
+        line = _c_csv_row(cells) if _FAST and _c_csv_row is not None else NotImplemented
         return _format_cells(cells) if line is NotImplemented else line
 
     def spill_if_large(self, max_entries: int) -> None:
         """Pending lines go to the temporary file in batches: memory stays flat."""
-        if len(self.s[_LINES]) >= max_entries:
+        if len(self.lines) >= max_entries:
             self._spill()
 
     def _spill(self) -> None:
         if self._tmp is None:
             d = os.path.dirname(self.final_path) or "."
             self._tmp = tempfile.TemporaryFile("w+", dir=d, encoding="utf-8", newline="")
-        lines = self.s[_LINES]
+        lines = self.lines
         lines.append("")
         self._tmp.write("\r\n".join(lines))
-        self.s[_LINES] = []
+        self.lines = []
 
     def close(self) -> bool:
         """Write the final file; False when the table has no rows (no file written)."""
-        s = self.s
-        if s[_CUR] is not None:
+        if self.current is not None:
             self._push()
-        if s[_FIRST] is not None:
-            s[_LINES].append(self._format(s[_FIRST]))
-            s[_FIRST] = None
-        if s[_ROWS] == 0:
+        if self.first is not None:
+            self.lines.append(self._format(self.first))
+            self.first = None
+        if self.rows == 0:
             return False
         self._spill()
         width = len(_FIXED) + len(self.columns)
@@ -141,7 +147,7 @@ class _Table:
             out.write(",".join(_csv_cell(h) for h in header) + "\r\n")
             assert self._tmp is not None
             self._tmp.seek(0)
-            if len(_FIXED) + s[_NARROWEST] >= width:
+            if len(_FIXED) + self.narrowest >= width:
                 shutil.copyfileobj(self._tmp, out, 1 << 20)  # every row is already full width
             else:
                 for line in self._tmp:
@@ -164,6 +170,35 @@ def _csv_cell(s: str) -> str:
     return s
 
 
+class _PivotState:
+    """Where the pivot stands between writes; the C loop reads and writes these fields by name.
+
+    `loss_only`: the train table built from "Iteration N, loss = L" values, kept
+    until the first "Train net output" line shows the log has real outputs.
+    """
+
+    __slots__ = ("lr", "train", "test", "loss_only")
+
+    def __init__(self, train: _Table, test: _Table, loss_only: Optional[_Table]) -> None:
+        self.lr: object = float("nan")  # the last lr printed
+        self.train = train
+        self.test = test
+        self.loss_only = loss_only
+
+
+@dataclass(frozen=True)
+class _PivotEnv:
+    """The types and fallback the C loop works with, by name."""
+
+    metric: type
+    row: type
+    no_row: object
+    format_cells: Callable[[list], str]
+
+
+_PIVOT_ENV = _PivotEnv(Metric, _Row, _NO_ROW, _format_cells)
+
+
 class CaffeCsvSink:
     """Sink for Caffe metrics that writes parse_log.py-style tables at close."""
 
@@ -174,33 +209,28 @@ class CaffeCsvSink:
         os.makedirs(outdir, exist_ok=True)
         self.train_path = os.path.join(outdir, basename + ".train")
         self.test_path = os.path.join(outdir, basename + ".test")
-        self._train = _Table(self.train_path)
-        self._test = _Table(self.test_path)
         # Old Caffe prints no "Train net output" lines: then the train table is
         # built from the "Iteration N, loss = L" values, as column "loss".
-        self._loss_only: Optional[_Table] = _Table(self.train_path)
-        self._state: list = [float("nan"), True]  # [last lr, loss-only table still possible]
+        self._state = _PivotState(_Table(self.train_path), _Table(self.test_path), _Table(self.train_path))
         self.written: list[str] = []
 
     def write(self, events: Sequence[Event]) -> None:
-        if _c_pivot is not None:
-            loss = self._loss_only.s if self._loss_only is not None else None
-            _c_pivot(events, Metric, self._state, self._train.s, self._test.s, loss, _format_cells, _NO_ROW)
-            if not self._state[1]:
-                self._loss_only = None
+        state = self._state
+        if _FAST and _c_pivot is not None:
+            _c_pivot(events, state, _PIVOT_ENV)
             max_entries = 32  # the C loop adds one entry of many rows per call
         else:
-            self._write_python(events)
+            self._pivot(events)
             max_entries = 4096  # one row per entry
-        self._train.spill_if_large(max_entries)
-        self._test.spill_if_large(max_entries)
-        if self._loss_only is not None:
-            self._loss_only.spill_if_large(max_entries)
+        for table in (state.train, state.test, state.loss_only):
+            if table is not None:
+                table.spill_if_large(max_entries)
 
-    def _write_python(self, events: Sequence[Event]) -> None:
-        train, test = self._train, self._test
+    def _pivot(self, events: Sequence[Event]) -> None:
+        """The reference loop: _pivot.c implements exactly this."""
         state = self._state
-        lr = state[0]
+        train, test = state.train, state.test
+        lr = state.lr
         for ev in events:
             if type(ev) is not Metric:
                 continue
@@ -209,25 +239,25 @@ class CaffeCsvSink:
                 if name in _NOT_OUTPUTS:
                     if name == _LR:
                         lr = value
-                    elif name == "total_loss" and self._loss_only is not None:
-                        t = self._loss_only
+                    elif name == "total_loss" and state.loss_only is not None:
+                        t = state.loss_only
                         t.set(t.values_for(iteration, seconds, lr), "loss", value)
                     continue
-                self._loss_only = None
+                state.loss_only = None
                 table = train
             else:
                 table = test
                 if test_net:
                     name = f"{name}#{test_net}"
             table.set(table.values_for(iteration, seconds, lr), name, value)
-        state[0] = lr
-        state[1] = self._loss_only is not None
+        state.lr = lr
 
     def flush(self) -> None:
         pass
 
     def close(self) -> None:
-        train = self._loss_only if self._loss_only is not None else self._train
-        for table in (train, self._test):
+        state = self._state
+        train = state.loss_only if state.loss_only is not None else state.train
+        for table in (train, state.test):
             if table.close():
                 self.written.append(table.final_path)

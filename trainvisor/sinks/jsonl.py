@@ -106,8 +106,8 @@ def _format_event(ev: Event) -> str:
     return json.dumps(ev.to_json_dict(), allow_nan=False) + "\n"
 
 
-try:  # the same formatting in C, built with the Caffe speedups (setup.py)
-    from ..parsers._caffe_speedups import format_metrics as _c_format
+try:  # the same formatting in C, built at install time when a compiler is there (setup.py)
+    from ._format import format_metrics as _c_format
 except ImportError:  # pragma: no cover - depends on the build
     _c_format = None
 _FAST = not os.environ.get("TRAINVISOR_PURE_PYTHON")
