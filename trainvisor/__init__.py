@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from .errors import TrainvisorError
     from .events import CheckpointEvent, LineRecord, Metric
     from .lines import LineBlock, LineSplitter
-    from .parsers import ParserOptions, available_parsers, create_parser, register_parser
+    from .parsers import ParserInfo, ParserOptions, available_parsers, create_parser, get_parser_info, parser_infos
+    from .parsers import register_parser
     from .pipeline import Pipeline
     from .replay import replay
     from .run import Run, RunSummary
@@ -33,6 +34,9 @@ _EXPORTS = {
     "LineBlock": "lines",
     "LineSplitter": "lines",
     "ParserOptions": "parsers",
+    "ParserInfo": "parsers",
+    "parser_infos": "parsers",
+    "get_parser_info": "parsers",
     "available_parsers": "parsers",
     "create_parser": "parsers",
     "register_parser": "parsers",

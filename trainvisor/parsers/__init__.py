@@ -6,6 +6,7 @@ public view only: a frozen `ParserInfo` per parser (`parser_infos`,
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
@@ -62,6 +63,16 @@ def register_parser(cls: T) -> T:
     return cls
 
 
+# Built-in parser name -> its module. A module is imported (and its patterns compiled) only when
+# its parser is asked for by name, or when every parser is listed: `auto` choosing by the command
+# line, or a run whose child prints nothing, never pays for the other eleven.
+BUILTIN_MODULES = {
+    "auto": "auto", "caffe": "caffe", "darknet": "darknet", "detectron2": "detectron2", "generic": "generic",
+    "huggingface": "huggingface", "keras": "keras", "lightning": "lightning", "mmdet": "mmdet", "mxnet": "mxnet",
+    "pytorch": "pytorch", "tensorflow": "tensorflow", "yolo": "yolo",
+}
+
+
 def _load_builtins() -> None:
     global _BUILTINS_LOADED
     if not _BUILTINS_LOADED:
@@ -69,12 +80,18 @@ def _load_builtins() -> None:
         from . import builtin  # noqa: F401  (registers on import)
 
 
-def create_parser(name: str, options: ParserOptions | None = None) -> Parser:
-    _load_builtins()
+def _lookup(name: str) -> Callable[[ParserOptions], Parser]:
+    if name not in _REGISTRY and name in BUILTIN_MODULES:
+        importlib.import_module(f".{BUILTIN_MODULES[name]}", __name__)  # registers on import
     cls = _REGISTRY.get(name)
     if cls is None:
+        _load_builtins()  # so the error lists every parser
         raise _unknown(name)
-    return cls(options or ParserOptions())
+    return cls
+
+
+def create_parser(name: str, options: ParserOptions | None = None) -> Parser:
+    return _lookup(name)(options or ParserOptions())
 
 
 def _info(cls: object) -> ParserInfo:
@@ -94,11 +111,7 @@ def parser_infos() -> tuple[ParserInfo, ...]:
 
 def get_parser_info(name: str) -> ParserInfo:
     """The registered parser `name`; ParserError naming the known ones otherwise."""
-    _load_builtins()
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        raise _unknown(name)
-    return _info(cls)
+    return _info(_lookup(name))
 
 
 def _unknown(name: str) -> ParserError:

@@ -80,8 +80,8 @@ class AutoParser:
         self.reason = ""
         self.switched = False
         self._phase = HOLD
-        self._infos = parser_infos()
-        self._cands = candidates(self._infos)
+        self._infos_cache: Optional[tuple] = None  # every parser's info: loaded when the first line needs it
+        self._cands_cache: Optional[tuple] = None
         self._held: list[LineBlock] = []
         self._delegate: Optional[Parser] = None
         self._since: dict[str, int] = {}  # signature counts since an early choice
@@ -92,6 +92,18 @@ class AutoParser:
         by_argv = choose_by_argv(self.options.argv)
         if by_argv is not None:
             self._settle(by_argv, FINAL)
+
+    @property
+    def _infos(self) -> tuple:
+        if self._infos_cache is None:
+            self._infos_cache = parser_infos()
+        return self._infos_cache
+
+    @property
+    def _cands(self) -> tuple:
+        if self._cands_cache is None:
+            self._cands_cache = candidates(self._infos)
+        return self._cands_cache
 
     def _feed_open(self, block: LineBlock) -> list[Event]:
         if self._phase == FINAL:  # only reached by a caller that kept a reference to this method

@@ -1,22 +1,27 @@
 """Checkpoint watching: recognise checkpoint files, decide when a set is complete,
-choose which to upload, and hand them to an uploader."""
-from .caffe_solver import SolverSnapshot, snapshot_target
-from .policy import UploadPolicy, parse_policy
-from .recognizers import Part, Recognizer, default_recognizers, register_recognizer
-from .tracker import CheckpointTracker, WatcherStats
+choose which to upload, and hand them to an uploader.
 
-__all__ = [
-    "AnnouncementSink", "CheckpointConsumer", "CheckpointTracker", "CheckpointWatcher", "WatcherStats", "Part",
-    "Recognizer",
-    "default_recognizers", "register_recognizer", "UploadPolicy", "parse_policy", "SolverSnapshot",
-    "snapshot_target",
-]
+Names load on first use: the watcher pulls in watchdog, and the tracker and recognisers compile
+patterns; a run that watches nothing (and `parse`, `replay`) pays for none of them."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "SolverSnapshot": "caffe_solver", "snapshot_target": "caffe_solver",
+    "UploadPolicy": "policy", "parse_policy": "policy",
+    "Part": "recognizers", "Recognizer": "recognizers", "default_recognizers": "recognizers",
+    "register_recognizer": "recognizers",
+    "CheckpointTracker": "tracker", "WatcherStats": "tracker",
+    "AnnouncementSink": "watcher", "CheckpointConsumer": "watcher", "CheckpointWatcher": "watcher",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    # The watcher pulls in watchdog; commands that never watch (parse, replay) skip it.
-    if name in ("AnnouncementSink", "CheckpointConsumer", "CheckpointWatcher"):
-        from . import watcher
-
-        return getattr(watcher, name)
-    raise AttributeError(f"module 'trainvisor.watch' has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainvisor.watch' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
