@@ -125,6 +125,8 @@ class AutoParser:
         return out
 
     def finish(self) -> list[Event]:
+        if self._phase == HOLD and not self._held:
+            return []  # the child printed nothing: no format to choose, no parser to load
         if self._phase == HOLD:
             choice = choose(self.options.argv, [b.text for b in self._held], self._infos, final=True)
             return self._release(choice) + self._delegate.finish()  # type: ignore[union-attr, operator]
