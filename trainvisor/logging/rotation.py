@@ -56,6 +56,7 @@ class RotatingFile:
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
         self._threshold = max_bytes
+        self._backups = self._count_backups() if self._rotating else 0
         self.rotations = 0
         self.failed_rotations = 0
         self._warned = False
@@ -89,6 +90,7 @@ class RotatingFile:
         try:
             self._shift_backups()
             os.replace(self.path, f"{self.path}.1")
+            self._backups = min(self._backups + 1, self.backup_count)
         except OSError as exc:
             self._rotation_failed("cannot rotate", exc)
             return
@@ -106,11 +108,22 @@ class RotatingFile:
         self.rotations += 1
         self._warned = False
 
+    def _count_backups(self) -> int:
+        """`name.1` ... `name.K` that exist in an unbroken run: counted once per writer, not
+        by probing every one of `backup_count` names at each rotation (10,000 stats each)."""
+        top = 0
+        while top < self.backup_count and os.path.lexists(f"{self.path}.{top + 1}"):
+            top += 1
+        return top
+
     def _shift_backups(self) -> None:
-        for i in range(self.backup_count - 1, 0, -1):
-            src = f"{self.path}.{i}"
-            if os.path.lexists(src):
-                os.replace(src, f"{self.path}.{i + 1}")
+        top = min(self._backups, self.backup_count - 1)  # all slots full: the oldest is overwritten
+        try:
+            for i in range(top, 0, -1):
+                os.replace(f"{self.path}.{i}", f"{self.path}.{i + 1}")
+        except FileNotFoundError:  # someone removed backups meanwhile: look again, then shift
+            self._backups = self._count_backups()
+            raise
 
     def _rotation_failed(self, what: str, exc: OSError) -> None:
         # Retry once as much again has been written: not before every record.
