@@ -255,3 +255,20 @@ def test_a_second_writer_for_a_file_with_a_live_writer_is_refused(tmp_path):
         h.emit(logging.makeLogRecord({"msg": "joined"}))
         h.close()
     assert (tmp_path / "run.log").read_text() == "joined\n"
+
+
+def test_a_handler_that_knows_the_file_takes_over_when_the_writer_closes(tmp_path, capfd):
+    first = MultiProcessingLogHandler(tmp_path / "t.log", "a", 1000, 5, socket_dir=tmp_path)
+    second = MultiProcessingLogHandler(tmp_path / "t.log", "w", 1000, 5, socket_dir=tmp_path)
+    assert first.server is not None and second.server is None
+    second.emit(logging.makeLogRecord({"msg": "to the first writer"}))
+    first.close()
+    assert not (tmp_path / ".t.log.lock").exists()
+    second.emit(logging.makeLogRecord({"msg": "to the successor"}))
+    assert second.server is not None and second.address != first.address
+    assert (tmp_path / ".t.log.lock").read_text() == second.address + "\n"
+    second.close()
+    # the successor appended ('w' is for a file without a writer, never for a takeover)
+    assert (tmp_path / "t.log").read_text() == "to the first writer\nto the successor\n"
+    assert capfd.readouterr().err == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.log"]

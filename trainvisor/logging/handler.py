@@ -66,6 +66,7 @@ class MultiProcessingLogHandler(logging.Handler):
         """Elect the writer now, as RotatingFileHandler opens its file now: an unusable
         path is an error here, not a stream of stderr records later."""
         address, server = self.connection.elect_now()
+        self._on_open()  # a worker that became the writer hands it over at exit, logged or not
         if server is not None and self._export_env:
             self._previous_env = os.environ.get(ENV_VAR)
             os.environ[ENV_VAR] = address
