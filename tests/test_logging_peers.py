@@ -192,6 +192,7 @@ def test_writer_sigkilled_while_8_processes_log_loses_no_record_they_emitted(tmp
 
 DICT_CONFIG = {
     "version": 1,
+    "disable_existing_loggers": False,  # the other tests' loggers stay as they are
     "formatters": {"plain": {"format": "%(levelname)s %(message)s"}},
     "handlers": {"file": {"class": "logging.handlers.RotatingFileHandler", "formatter": "plain",
                           "filename": "", "mode": "a", "maxBytes": 120, "backupCount": 3,
