@@ -63,9 +63,9 @@ class RotatingFile:
 
     def write_records(self, payloads: list[bytes], lock: threading.Lock) -> None:
         """Append whole records; rotate between records when the next one would not fit."""
-        if not self._rotating:
-            data = b"".join(payloads)
-            write_all(self.fd, data)
+        data = b"".join(payloads)
+        if not self._rotating or self.size + len(data) <= self._threshold:
+            write_all(self.fd, data)  # most batches: no per-record work on the writer's thread
             self.size += len(data)
             return
         pending: list[bytes] = []
