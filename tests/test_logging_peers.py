@@ -273,3 +273,15 @@ def test_a_handler_that_knows_the_file_takes_over_when_the_writer_closes(tmp_pat
     assert (tmp_path / "t.log").read_text() == "to the first writer\nto the successor\n"
     assert capfd.readouterr().err == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.log"]
+
+
+def test_two_spellings_of_one_file_share_one_writer(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    a = MultiProcessingLogHandler(tmp_path / "real" / "x.log")
+    b = MultiProcessingLogHandler(tmp_path / "alias" / ".." / "alias" / "x.log")
+    assert a.server is not None and b.server is None and b.address == a.address
+    b.emit(logging.makeLogRecord({"msg": "via the alias"}))
+    b.close()
+    a.close()
+    assert (tmp_path / "real" / "x.log").read_text() == "via the alias\n"
