@@ -1,6 +1,9 @@
 """Throughput of 4 processes logging to one file, measured in one run through:
 
-1. trainvisor.logging.MultiProcessingLogHandler (one writer thread, framed Unix socket);
+1. trainvisor.logging.MultiProcessingLogHandler (one writer thread, framed Unix socket, acks),
+   each process building its own handler on the file (one of them becomes the writer, the
+   others send to it: concurrent-log-handler's set-up), and, for comparison, one handler
+   created by the parent and inherited by the forked workers;
 2. the standard library's QueueHandler -> multiprocessing.Queue -> QueueListener -> FileHandler;
 3. a per-write file-lock handler, as concurrent-log-handler works: every record takes an
    exclusive flock on a lock file, checks the file for rotation, writes and flushes; measured
@@ -136,9 +139,20 @@ def bench_ceiling(processes: int, records: int) -> float:
     return _run(make, processes, records, lambda: None)
 
 
-def bench_trainvisor(path: Path, processes: int, records: int, max_bytes: int) -> float:
+def _trainvisor_handler(path: Path, max_bytes: int) -> MultiProcessingLogHandler:
     handler = MultiProcessingLogHandler(path, maxBytes=max_bytes, backupCount=1000, export_env=False)
     handler.setFormatter(logging.Formatter(FORMAT))
+    return handler
+
+
+def bench_trainvisor(path: Path, processes: int, records: int, max_bytes: int) -> float:
+    """Every worker builds its own handler; each closes it at exit (multiprocessing's exit
+    hook), so once all are joined every record is in the file."""
+    return _run(lambda: _trainvisor_handler(path, max_bytes), processes, records, lambda: None)
+
+
+def bench_trainvisor_inherited(path: Path, processes: int, records: int, max_bytes: int) -> float:
+    handler = _trainvisor_handler(path, max_bytes)
     return _run(lambda: handler, processes, records, handler.close)
 
 
@@ -175,6 +189,8 @@ def main() -> None:
     total = args.records * args.processes
     variants = {
         "trainvisor MultiProcessingLogHandler": lambda p: bench_trainvisor(p, args.processes, args.records, args.max_bytes),
+        "trainvisor, one handler from the parent": lambda p: bench_trainvisor_inherited(
+            p, args.processes, args.records, args.max_bytes),
         "stdlib QueueHandler/QueueListener": lambda p: bench_queue_listener(p, args.processes, args.records, args.max_bytes),
         "flock per write, file kept open": lambda p: bench_flock(p, args.processes, args.records, args.max_bytes, keep_open=True),
         "flock per write, reopen per write": lambda p: bench_flock(p, args.processes, args.records // 5, args.max_bytes, keep_open=False),
@@ -206,7 +222,7 @@ def main() -> None:
           " the kept-open flock baseline")
     print("ratios (trainvisor / other):")
     for name, rate in rates.items():
-        if not name.startswith("trainvisor"):
+        if name != "trainvisor MultiProcessingLogHandler":
             print(f"  vs {name:35s} {ours / rate:6.2f}x")
 
 

@@ -69,10 +69,12 @@ def log_then_exit(tag: str, count: int, how: str, handler: logging.Handler | Non
 # -- the writer-killed scenario, run as `python logging_workers.py family LOG OUT N` -----------
 
 
-def _log_until_flag(index: int, flag: str, err_dir: str) -> None:
+def _log_until_flag(index: int, flag: str, err_dir: str, address: str) -> None:
     err = os.open(os.path.join(err_dir, f"child{index}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(err, 2)
     log = test_logger()
+    # a client that knows only the address (as attach() makes): it cannot take over
+    log.handlers[:] = [MultiProcessingLogHandler.connect(address, formatter=logging.Formatter("%(message)s"))]
     seq = after = 0
     while after < 500:
         log.info(message(f"c{index}", seq))
@@ -89,7 +91,7 @@ def _owner(path: str, n: int, flag: str, err_dir: str, ready: "multiprocessing.s
     test_logger(handler)
     ctx = multiprocessing.get_context("fork")
     for i in range(n):
-        ctx.Process(target=_log_until_flag, args=(i, flag, err_dir), daemon=False).start()
+        ctx.Process(target=_log_until_flag, args=(i, flag, err_dir, handler.address), daemon=False).start()
     ready.set()
     time.sleep(600)
 

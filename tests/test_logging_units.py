@@ -173,8 +173,14 @@ def test_second_handler_for_the_same_file_joins_the_running_writer(tmp_path):
 
 
 def test_logging_after_the_writer_stopped_goes_to_stderr_with_one_warning(tmp_path, capsys):
-    h, log = _handler(tmp_path)
-    h.server.close()
+    # a handler that knows only the writer's address (connect(), attach()) cannot take over
+    server = LogWriterServer.start(tmp_path / "t.log")
+    h = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter("%(message)s"))
+    log = logging.getLogger(f"unit.{id(h)}")
+    log.propagate = False
+    log.setLevel(logging.DEBUG)
+    log.addHandler(h)
+    server.close()
     log.info("one")
     log.info("two")
     err = capsys.readouterr().err

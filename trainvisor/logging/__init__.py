@@ -1,6 +1,7 @@
 """Multiprocess-safe logging: one writer per log file, any number of processes logging to it.
 
 This package is `trainvisor.logging`; the `import logging` inside it is the standard library.
+`trainvisor.logging.ava` has the same handler with the AVA SDK's defaults.
 """
 from __future__ import annotations
 

@@ -1,59 +1,218 @@
-"""One process's connection to the writer: opened lazily, re-opened after fork, and
-abandoned (with one warning, records then going to stderr) when the writer is gone."""
+"""One process's connection to the writer: opened lazily, re-opened after fork, and kept
+until the writer has acked each record, so that if the writer dies the records it had not
+written are re-sent to its successor (a connection that knows the file elects one; one that
+only knows an address gives up with one warning and logs to stderr from then on)."""
 from __future__ import annotations
 
+import collections
 import os
 import socket
 import struct
 import sys
+import threading
+import time
+from typing import Callable
 
-__all__ = ["WriterConnection", "DEFAULT_SEND_TIMEOUT"]
+from .election import LogTarget, elect
+from .protocol import ACK
+from .rotation import LogWriterError
+from .writer import LogWriterServer
+
+__all__ = ["WriterConnection", "DEFAULT_SEND_TIMEOUT", "OWNING", "write_stderr"]
 
 #: How long one record may wait for a writer that stopped reading before it is given up on.
 DEFAULT_SEND_TIMEOUT = 10.0
+_ACK_EVERY = 256  # records between two non-blocking looks at the writer's acks
+_MAX_UNACKED = 65_536  # beyond this many, wait for the writer (it is behind)
+
+#: Connections whose process runs their writer: kept alive (and closed) until logging shuts down.
+OWNING: set["WriterConnection"] = set()
+_OWNING_LOCK = threading.Lock()
 
 
 class WriterConnection:
-    """Sends frames to the writer at `address`. Not thread-safe: callers hold a lock
-    (the handler's), which the logging module re-initialises in a forked child."""
+    """Sends frames to the writer of `target` (elected on first use) or at `address`.
+    Not thread-safe: callers hold a lock (the handler's), which the logging module
+    re-initialises in a forked child."""
 
-    def __init__(self, address: str, *, send_timeout: float = DEFAULT_SEND_TIMEOUT) -> None:
+    def __init__(self, address: str | None, *, target: LogTarget | None = None, mode: str = "a",
+                 send_timeout: float = DEFAULT_SEND_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.address = address
+        self.target = target
         self.send_timeout = send_timeout
+        self.server: LogWriterServer | None = None
+        self.on_open: Callable[[], None] | None = None  # the handler's per-process set-up
+        self.resent = 0  # records re-sent to a new writer (a dead one's unacked records)
+        self._mode = mode  # honoured by the first election only: a successor never truncates
+        self._clock = clock
         self._pid = os.getpid()
         self._sock: socket.socket | None = None
         self._failed = False
         self._warned = False
+        self._unacked: collections.deque[bytes] = collections.deque()
+        self._acked = 0  # records of this connection the writer has acked
+        self._sent = 0
+        self._ack_buffer = b""
 
     @property
     def failed(self) -> bool:
         """True once this process has given up on the writer."""
         return self._failed and self._pid == os.getpid()
 
+    def elect_now(self) -> tuple[str, LogWriterServer | None]:
+        """Find or become the writer of `target` now; LogWriterError if the file cannot be
+        written (the handler's constructor raises it, as RotatingFileHandler's would)."""
+        assert self.target is not None
+        address, server = elect(self.target, mode=self._mode, timeout=self.send_timeout)
+        self._mode = "a"
+        self.address = address
+        if server is not None:
+            self._own(server)
+        return address, server
+
     def send(self, frame: bytes) -> bool:
         """Send one whole frame; False means the caller must put the record elsewhere."""
-        pid = os.getpid()
-        if pid != self._pid:
-            self._forget_parent(pid)
-        if self._failed:
-            return False
+        if os.getpid() != self._pid:
+            self._forget_parent()
         sock = self._sock
         if sock is None:
-            sock = self._sock = self._connect()
+            if self._failed:
+                return False
+            sock = self._sock = self._open()
             if sock is None:
                 return False
         try:
             sock.sendall(frame, socket.MSG_NOSIGNAL)
-        except OSError as exc:  # EPIPE/ECONNRESET: writer died; EAGAIN: send timeout hit
-            self._give_up(f"sending failed ({type(exc).__name__}: {exc})")
-            return False
+        except OSError as exc:  # EPIPE/ECONNRESET: writer gone; EAGAIN: send timeout hit
+            return self._recover([frame], f"sending failed ({type(exc).__name__}: {exc})")
+        self._unacked.append(frame)
+        self._sent += 1
+        if self._sent % _ACK_EVERY == 0:
+            self._read_acks(block=len(self._unacked) > _MAX_UNACKED)
         return True
 
-    def _connect(self) -> socket.socket | None:
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writer has every record sent so far in the file (re-sending to a
+        new writer if it dies meanwhile); False if that did not happen within `timeout`."""
+        if os.getpid() != self._pid or self._sock is None:
+            return not self._unacked
+        deadline = self._clock() + (self.send_timeout if timeout is None else timeout)
+        while self._unacked and self._sock is not None and self._clock() < deadline:
+            self._read_acks(block=True, timeout=min(0.5, max(0.001, deadline - self._clock())))
+        return not self._unacked
+
+    # -- acks ----------------------------------------------------------------------------
+
+    def _read_acks(self, *, block: bool, timeout: float | None = None) -> None:
+        sock = self._sock
+        assert sock is not None
+        try:
+            if block:
+                sock.settimeout(self.send_timeout if timeout is None else timeout)
+                data = sock.recv(65536)
+            else:
+                data = sock.recv(65536, socket.MSG_DONTWAIT)
+        except (BlockingIOError, socket.timeout):
+            return
+        except OSError:
+            data = b""
+        finally:
+            if block:
+                sock.settimeout(None)
+        if not data:  # the writer closed or died: what it never acked goes to its successor
+            self._recover([], "the writer closed the connection")
+            return
+        self._take_acks(data)
+
+    def _take_acks(self, data: bytes) -> None:
+        buf = self._ack_buffer + data
+        whole = len(buf) - len(buf) % ACK.size
+        self._ack_buffer = buf[whole:]
+        if not whole:
+            return
+        (count,) = ACK.unpack_from(buf, whole - ACK.size)
+        for _ in range(min(count - self._acked, len(self._unacked))):
+            self._unacked.popleft()
+        self._acked = count
+
+    def _final_acks(self) -> None:
+        """A writer that closed cleanly may have acked more before it went: read it all."""
+        sock = self._sock
+        if sock is None:
+            return
+        while True:
+            try:
+                data = sock.recv(65536, socket.MSG_DONTWAIT)
+            except OSError:
+                return
+            if not data:
+                return
+            self._take_acks(data)
+
+    # -- failover ------------------------------------------------------------------------
+
+    def _recover(self, frames: list[bytes], why: str) -> bool:
+        self._final_acks()
+        self._close_socket()
+        pending = list(self._unacked) + frames
+        self._unacked.clear()
+        self._acked = self._sent = 0
+        self._ack_buffer = b""
+        if self.target is None:
+            self._give_up(why)
+            return not frames  # records the dead writer had not written die with it
+        deadline = self._clock() + self.send_timeout
+        while self._clock() < deadline:
+            sock = self._open()
+            if sock is None:
+                break
+            try:
+                sock.sendall(b"".join(pending), socket.MSG_NOSIGNAL)
+            except OSError:
+                sock.close()  # the successor died too: elect again
+                continue
+            self._sock = sock
+            self._unacked.extend(pending)
+            self._sent = len(pending)
+            self.resent += len(pending) - len(frames)
+            return True
+        self._give_up(why)
+        write_stderr(b"".join(f[4:] for f in pending).decode("utf-8", "replace"))
+        return True
+
+    def _open(self) -> socket.socket | None:
+        if self.target is None:
+            assert self.address is not None
+            return self._connect(self.address, give_up=True)
+        deadline = self._clock() + self.send_timeout
+        while True:
+            try:
+                address, server = elect(self.target, mode=self._mode, timeout=self.send_timeout)
+            except LogWriterError as exc:
+                self._give_up(str(exc))
+                return None
+            self._mode = "a"
+            if server is not None:
+                self._own(server)
+            sock = self._connect(address, give_up=self._clock() > deadline)
+            if sock is not None or self._failed:
+                self.address = address
+                if sock is not None and self.on_open is not None:
+                    self.on_open()
+                return sock
+            time.sleep(0.002)  # the writer died after publishing: elect again
+
+    def _own(self, server: LogWriterServer) -> None:
+        self.server = server
+        with _OWNING_LOCK:
+            OWNING.add(self)
+
+    def _connect(self, address: str, *, give_up: bool) -> socket.socket | None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self.send_timeout)
-            sock.connect(self.address)
+            sock.connect(address)
             sock.settimeout(None)
             # A kernel send timeout keeps sends to a live writer as cheap as blocking ones,
             # while a writer that stopped reading cannot block this process for ever.
@@ -62,25 +221,28 @@ class WriterConnection:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros))
         except OSError as exc:
             sock.close()
-            self._give_up(f"cannot connect ({type(exc).__name__}: {exc})")
+            if give_up:
+                self._give_up(f"cannot connect ({type(exc).__name__}: {exc})")
             return None
         return sock
 
-    def _forget_parent(self, pid: int) -> None:
+    def _forget_parent(self) -> None:
         # The parent's socket is shared with it: close our copy of the descriptor only (no
         # shutdown), so the parent's stream stays intact, and open our own on first use.
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        self._pid = pid
-        self._failed = False
-        self._warned = False
+        self._pid = os.getpid()
+        self.server = None  # the parent's writer; the fork hook closed our copies of its files
+        self._mode = "a"
+        self._failed = self._warned = False
+        self._unacked = collections.deque()  # the parent's records: the parent's to re-send
+        self._acked = self._sent = 0
+        self._ack_buffer = b""
 
     def _give_up(self, why: str) -> None:
         self._failed = True
-        if self._sock is not None:
-            self._sock.close()  # the writer discards a partly sent frame at EOF
-            self._sock = None
+        self._close_socket()
         if not self._warned:
             self._warned = True
             write_stderr(
@@ -88,11 +250,21 @@ class WriterConnection:
                 f"process {os.getpid()} logs to stderr from now on\n"
             )
 
-    def close(self) -> None:
-        # In a forked child this closes only the child's copy of the descriptor.
+    def _close_socket(self) -> None:
         if self._sock is not None:
-            self._sock.close()
-        self._sock = None
+            self._sock.close()  # the writer discards a partly sent frame at EOF
+            self._sock = None
+
+    def close(self) -> None:
+        """Close this process's connection, and its writer if it runs one. In a forked
+        child this closes only the child's copies of the descriptors."""
+        if os.getpid() != self._pid:
+            self._forget_parent()
+        self._close_socket()
+        if self.server is not None:
+            self.server.close()  # kept: its figures (rotations, torn records) stay readable
+        with _OWNING_LOCK:
+            OWNING.discard(self)
 
 
 def write_stderr(text: str) -> None:

@@ -4,12 +4,16 @@ A stream of frames over a Unix stream socket: 4-byte little-endian length, then 
 bytes of an already-formatted record (UTF-8, ending in a newline). Records travel as text,
 not pickles, so exc_info/stack_info and unpicklable arguments always survive the trip, and
 formatting is spread over the sending processes instead of piling up on the single writer.
+
+The writer answers with acks: 8-byte little-endian counts of that connection's records now in
+the file (cumulative), so a sender knows which records it must re-send if the writer dies.
 """
 from __future__ import annotations
 
 import struct
 
 __all__ = [
+    "ACK",
     "ENV_VAR",
     "MAX_RECORD_BYTES",
     "ProtocolError",
@@ -25,6 +29,9 @@ ENV_VAR = "TRAINVISOR_LOG_ADDRESS"
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 _HEADER = struct.Struct("<I")
+
+#: The writer's answer: how many records of this connection are in the file so far.
+ACK = struct.Struct("<Q")
 _TRUNCATED = b"... [record truncated by trainvisor.logging]\n"
 
 
@@ -32,9 +39,9 @@ class ProtocolError(ValueError):
     """A peer sent a frame no well-behaved client produces; its connection is dropped."""
 
 
-def encode_frame(text: str) -> bytes:
+def encode_frame(text: str, encoding: str = "utf-8", errors: str = "backslashreplace") -> bytes:
     """One record as a frame. `text` should end with a newline; one is added if not."""
-    payload = text.encode("utf-8", "backslashreplace")
+    payload = text.encode(encoding, errors)
     if not payload.endswith(b"\n"):
         payload += b"\n"
     if len(payload) > MAX_RECORD_BYTES:
@@ -45,10 +52,11 @@ def encode_frame(text: str) -> bytes:
 class FrameDecoder:
     """Reassembles frames from one connection's byte stream, whatever the read boundaries."""
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_buffer", "frames")
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self.frames = 0  # complete frames returned so far: what the writer acks
 
     def feed(self, data: bytes) -> list[bytes]:
         """Append received bytes; return the payloads of the frames now complete, in order."""
@@ -69,6 +77,7 @@ class FrameDecoder:
             off = stop
         if off:
             del buf[:off]
+        self.frames += len(out)
         return out
 
     @property

@@ -2,7 +2,10 @@
 
 A daemon thread in the process that starts the server accepts connections on a Unix stream
 socket in a private temporary directory and appends whole frames to the file. Only this
-thread touches the file, so records never interleave and rotation happens exactly once.
+thread touches the file, so records never interleave and rotation happens exactly once; the
+server holds the file's `WriterLock` for its whole life, so no other process writes it.
+After each write it tells every sender how many of its records are in the file (an ack),
+so a sender can re-send the rest to the next writer if this one dies.
 """
 from __future__ import annotations
 
@@ -18,100 +21,19 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from ..errors import TrainvisorError
-from .protocol import ENV_VAR, FrameDecoder, ProtocolError
+from .lockfile import WriterLock
+from .protocol import ACK, ENV_VAR, FrameDecoder, ProtocolError
+from .rotation import LogWriterError, RotatingFile, warn as _warn, write_all as _write_all
 
-__all__ = ["LogWriterError", "LogWriterServer", "RotatingFile", "writer_for_file"]
+__all__ = ["LogWriterError", "LogWriterServer", "RotatingFile"]
 
 _SOCKET_NAME = "log.sock"
-_TARGET_NAME = "target"  # holds the absolute log path, so a second writer for it is never started
+_DIR_PREFIX = "tvlog-"
 _RECV_BYTES = 256 * 1024
 _COALESCE_BYTES = 64 * 1024
 _COALESCE_SECONDS = 0.002  # at most this much added latency while records trickle in
 _DRAIN_SECONDS = 5.0
 _MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
-
-
-class LogWriterError(TrainvisorError):
-    """The writer could not be started: unusable log path or socket directory."""
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _warn(text: str) -> None:
-    # The writer never logs through logging: its own handler may be this writer.
-    try:
-        os.write(2, f"trainvisor.logging: {text}\n".encode("utf-8", "backslashreplace"))
-    except OSError:
-        pass
-
-
-class RotatingFile:
-    """An append-only file rotated by size like `RotatingFileHandler`: `name`, `name.1` ...
-    `name.N`; a file never exceeds `max_bytes` unless a single record does."""
-
-    def __init__(self, filename: str | os.PathLike[str], *, mode: str = "a", max_bytes: int = 0,
-                 backup_count: int = 10) -> None:
-        if mode not in ("a", "w"):
-            raise LogWriterError(f"log file mode must be 'a' or 'w', not {mode!r}")
-        self.path = os.path.abspath(os.fspath(filename))
-        self.max_bytes = max_bytes
-        self.backup_count = backup_count
-        # As RotatingFileHandler: a rotating file is always appended to; backupCount=0 disables it.
-        self._rotating = max_bytes > 0 and backup_count > 0
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        if mode == "w" and not max_bytes > 0:
-            flags |= os.O_TRUNC
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._flags = flags & ~os.O_TRUNC
-        self.fd = os.open(self.path, flags, 0o644)
-        self.size = os.fstat(self.fd).st_size
-        self.rotations = 0
-
-    def write_records(self, payloads: list[bytes], lock: threading.Lock) -> None:
-        """Append whole records; rotate between records when the next one would not fit."""
-        if not self._rotating:
-            data = b"".join(payloads)
-            _write_all(self.fd, data)
-            self.size += len(data)
-            return
-        pending: list[bytes] = []
-        pending_size = 0
-        for payload in payloads:
-            n = len(payload)
-            filled = self.size + pending_size
-            if filled and filled + n > self.max_bytes:
-                if pending:
-                    _write_all(self.fd, b"".join(pending))
-                    pending, pending_size = [], 0
-                with lock:  # a fork must not see the fd number mid-swap
-                    self._rollover()
-            pending.append(payload)
-            pending_size += n
-        if pending:
-            data = b"".join(pending)
-            _write_all(self.fd, data)
-            self.size += len(data)
-
-    def _rollover(self) -> None:
-        os.close(self.fd)
-        for i in range(self.backup_count - 1, 0, -1):
-            src = f"{self.path}.{i}"
-            if os.path.exists(src):
-                os.replace(src, f"{self.path}.{i + 1}")
-        os.replace(self.path, f"{self.path}.1")
-        self.fd = os.open(self.path, self._flags, 0o644)
-        self.size = 0
-        self.rotations += 1
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 _LIVE: "weakref.WeakSet[LogWriterServer]" = weakref.WeakSet()
@@ -125,8 +47,9 @@ class LogWriterServer:
     removes the socket. Forked children silently drop their copies of its descriptors.
     """
 
-    def __init__(self, file: RotatingFile, *, directory: str) -> None:
+    def __init__(self, file: RotatingFile, *, directory: str, lock: WriterLock) -> None:
         self.file = file
+        self.lock = lock
         self.directory = directory
         self.address = os.path.join(directory, _SOCKET_NAME)
         self._owner_pid = os.getpid()
@@ -145,7 +68,7 @@ class LogWriterServer:
             self._wake_r.setblocking(False)
             self._selector.register(self._listener, selectors.EVENT_READ, None)
             self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-            Path(directory, _TARGET_NAME).write_text(file.path, encoding="utf-8")
+            lock.publish(self.address)
         except BaseException:
             for closable in (self._selector, self._listener, self._wake_r, self._wake_w):
                 closable.close()
@@ -156,27 +79,38 @@ class LogWriterServer:
 
     @classmethod
     def start(cls, filename: str | os.PathLike[str], *, mode: str = "a", maxBytes: int = 0,
-              backupCount: int = 10, socket_dir: str | os.PathLike[str] | None = None) -> "LogWriterServer":
+              backupCount: int = 10, socket_dir: str | os.PathLike[str] | None = None,
+              lock: WriterLock | None = None) -> "LogWriterServer":
         """Open `filename` and start receiving records for it.
 
+        `lock` is the file's writer lock, already acquired (by the handler's election);
+        without it, it is taken here and a file another process writes is refused.
         The socket lives in a fresh private (0700) directory under `socket_dir` (default: the
-        system temp dir), removed by `close()`; a SIGKILLed writer leaves that directory behind."""
+        system temp dir), removed by `close()`; the next writer removes the directory a
+        SIGKILLed writer left behind."""
         try:
-            directory = tempfile.mkdtemp(prefix="tvlog-", dir=socket_dir)
+            directory = tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=socket_dir)
         except OSError as exc:
             raise LogWriterError(f"cannot create a socket directory in {socket_dir}: {exc}") from exc
         if len(os.path.join(directory, _SOCKET_NAME).encode()) > _MAX_SOCKET_PATH:
             os.rmdir(directory)
             raise LogWriterError(f"socket directory path too long for a Unix socket: {directory}")
         try:
+            lock = lock or _acquire(filename)
+            _remove_stale_directory(lock, directory)
             file = RotatingFile(filename, mode=mode, max_bytes=maxBytes, backup_count=backupCount)
-        except OSError as exc:
+        except (OSError, LogWriterError) as exc:
             os.rmdir(directory)
+            if lock is not None:
+                lock.close()
+            if isinstance(exc, LogWriterError):
+                raise
             raise LogWriterError(f"cannot open log file {filename}: {exc}") from exc
         try:
-            return cls(file, directory=directory)
+            return cls(file, directory=directory, lock=lock)
         except BaseException:
             file.close()
+            lock.close()
             shutil.rmtree(directory, ignore_errors=True)
             raise
 
@@ -209,6 +143,7 @@ class LogWriterServer:
             stopping = False
             while not stopping:
                 batch: list[bytes] = []
+                senders: list[tuple[socket.socket, FrameDecoder]] = []
                 received = 0
                 for key, _ in self._selector.select():
                     sock = key.fileobj
@@ -218,8 +153,10 @@ class LogWriterServer:
                         stopping = True
                     else:
                         received += self._read(sock, key.data, batch)  # type: ignore[arg-type]
+                        senders.append((sock, key.data))  # type: ignore[arg-type]
                 if batch:
                     self._write(batch)
+                    _ack(senders)
                 if 0 < received < _COALESCE_BYTES and not stopping:
                     # Let records pile up for a moment: one wake-up, recv and write per
                     # batch instead of per record is what makes the single writer keep up.
@@ -300,6 +237,7 @@ class LogWriterServer:
             self._read(conn, decoder, batch, until=until)
             if batch:
                 self._write(batch)
+                _ack([(conn, decoder)])
 
     def _release(self) -> None:
         with self._lock:
@@ -310,6 +248,7 @@ class LogWriterServer:
             self._listener.close()
             self._wake_r.close()
             self.file.close()
+            self.lock.close()  # only now may another process become the writer
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -341,9 +280,8 @@ class LogWriterServer:
         for sock in (self._listener, self._wake_r, self._wake_w):
             sock.close()
         self._selector.close()
-        if self.file.fd >= 0:
-            os.close(self.file.fd)
-            self.file.fd = -1
+        self.file.close()
+        self.lock.forget()
 
     def __enter__(self) -> "LogWriterServer":
         return self
@@ -356,19 +294,42 @@ class LogWriterServer:
         return f"<LogWriterServer {self.file.path!r} at {self.address!r} {state}>"
 
 
-def writer_for_file(filename: str | os.PathLike[str], address: str | None = None) -> str | None:
-    """The address of a live writer (named by `address` or the environment) for `filename`,
-    so a second process asking for the same file becomes a client instead of a rival writer."""
-    address = address or os.environ.get(ENV_VAR)
-    if not address:
-        return None
-    try:
-        target = Path(address).with_name(_TARGET_NAME).read_text(encoding="utf-8")
-    except OSError:
-        return None
-    if target != os.path.abspath(os.fspath(filename)):
-        return None
-    return address if os.path.exists(address) else None
+def _ack(senders: list[tuple[socket.socket, FrameDecoder]]) -> None:
+    """Tell each sender how many of its records are now in the file. Never blocks: a sender
+    whose buffer is full gets the (cumulative) count with a later batch."""
+    for conn, decoder in senders:
+        if conn.fileno() < 0:
+            continue  # it disconnected in this round: nobody to tell
+        try:
+            conn.send(ACK.pack(decoder.frames), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except OSError:
+            pass
+
+
+def _acquire(filename: str | os.PathLike[str]) -> WriterLock:
+    path = os.path.abspath(os.fspath(filename))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    lock = WriterLock(os.path.realpath(path))  # the lock handlers elect with
+    if not lock.try_acquire():
+        lock.close()
+        raise LogWriterError(f"{path} already has a log writer in another process")
+    return lock
+
+
+def _remove_stale_directory(lock: WriterLock, ours: str) -> None:
+    """The previous holder's address outlives it only if it was killed: its directory
+    (a sibling of ours, made by us) is garbage now that we hold the lock."""
+    previous = lock.published()
+    if not previous:
+        return
+    stale = os.path.dirname(previous)
+    if (os.path.dirname(stale) == os.path.dirname(ours) and stale != ours
+            and os.path.basename(stale).startswith(_DIR_PREFIX)):
+        try:
+            if os.stat(stale).st_uid == os.getuid():
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            pass
 
 
 _held: list[LogWriterServer] = []

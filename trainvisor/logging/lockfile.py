@@ -1,0 +1,84 @@
+"""The OS-level lock that makes one process the writer of a log file.
+
+`.NAME.lock` beside the log: the writer holds an exclusive `flock` on it for as long as it
+runs (the kernel drops it when the process dies, however it dies) and writes its socket
+address into it, so a handler created anywhere for the same real path finds the live
+writer, or becomes it when there is none. No timing decides who writes.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+
+__all__ = ["WriterLock", "lock_path"]
+
+
+def lock_path(log_path: str) -> str:
+    """Hidden, so `name.*` globs over the rotated files never see it."""
+    head, tail = os.path.split(log_path)
+    return os.path.join(head, f".{tail}.lock")
+
+
+class WriterLock:
+    """One open description of the lock file. flock belongs to the open description, so
+    two handlers in one process compete like two processes; forked children close their
+    copy (the writer's `_forget_in_child`), or a dead writer's child would keep the lock."""
+
+    def __init__(self, log_path: str) -> None:
+        self.path = lock_path(log_path)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.held = False
+
+    def try_acquire(self) -> bool:
+        """True when this process is now the writer; False when a live writer holds the
+        lock or the file was removed by a writer that just closed (open a new one and retry)."""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            current = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            current = -1
+        if current != os.fstat(self.fd).st_ino:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            return False
+        self.held = True
+        return True
+
+    def publish(self, address: str) -> None:
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, address.encode("utf-8") + b"\n", 0)
+
+    def published(self) -> str | None:
+        """The address the holder published; None while it has not yet (or never will)."""
+        data = os.pread(self.fd, 4096, 0)
+        if not data.endswith(b"\n"):
+            return None
+        return data[:-1].decode("utf-8", "replace") or None
+
+    def close(self) -> None:
+        """Release; the holder removes the file first, so no lock file outlives a clean close
+        (a waiter that opened the removed file sees it gone after locking and retries)."""
+        fd, self.fd = self.fd, -1
+        if fd < 0:
+            return
+        if self.held:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        self.held = False
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    def forget(self) -> None:
+        """In a forked child: drop the inherited descriptor, leave file and lock to the parent."""
+        fd, self.fd, self.held = self.fd, -1, False
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

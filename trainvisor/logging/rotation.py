@@ -1,0 +1,147 @@
+"""The rotating log file the one writer appends to.
+
+Rotation renames while the file is still open, so a rename that fails (a directory in the
+way, a permission change, a full disk) leaves the writer with the same open file: it keeps
+writing there, warns once, and tries again at the next size threshold.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable
+
+from ..errors import TrainvisorError
+
+__all__ = ["LogWriterError", "RotatingFile", "write_all", "warn"]
+
+
+class LogWriterError(TrainvisorError):
+    """The writer could not be started: unusable log path or socket directory."""
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def warn(text: str) -> None:
+    """The writer never logs through logging: its own handler may be this writer."""
+    try:
+        os.write(2, f"trainvisor.logging: {text}\n".encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass
+
+
+class RotatingFile:
+    """An append-only file rotated by size like `RotatingFileHandler`: `name`, `name.1` ...
+    `name.N`; a file never exceeds `max_bytes` unless a single record does or rotation failed."""
+
+    def __init__(self, filename: str | os.PathLike[str], *, mode: str = "a", max_bytes: int = 0,
+                 backup_count: int = 10, report: Callable[[str], None] = warn) -> None:
+        if mode not in ("a", "w"):
+            raise LogWriterError(f"log file mode must be 'a' or 'w', not {mode!r}")
+        self.path = os.path.abspath(os.fspath(filename))
+        self.max_bytes = max_bytes
+        self.backup_count = backup_count
+        self._report = report
+        # As RotatingFileHandler: a rotating file is always appended to; backupCount=0 disables it.
+        self._rotating = max_bytes > 0 and backup_count > 0
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        if mode == "w" and not max_bytes > 0:
+            flags |= os.O_TRUNC
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._flags = flags & ~os.O_TRUNC
+        self.fd = os.open(self.path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self._threshold = max_bytes
+        self._backups = self._count_backups() if self._rotating else 0
+        self.rotations = 0
+        self.failed_rotations = 0
+        self._warned = False
+
+    def write_records(self, payloads: list[bytes], lock: threading.Lock) -> None:
+        """Append whole records; rotate between records when the next one would not fit."""
+        data = b"".join(payloads)
+        if not self._rotating or self.size + len(data) <= self._threshold:
+            write_all(self.fd, data)  # most batches: no per-record work on the writer's thread
+            self.size += len(data)
+            return
+        pending: list[bytes] = []
+        pending_size = 0
+        for payload in payloads:
+            n = len(payload)
+            filled = self.size + pending_size
+            if filled and filled + n > self._threshold:
+                if pending:
+                    write_all(self.fd, b"".join(pending))
+                    self.size += pending_size
+                    pending, pending_size = [], 0
+                with lock:  # a fork must not see the fd number mid-swap
+                    self._rollover()
+            pending.append(payload)
+            pending_size += n
+        if pending:
+            write_all(self.fd, b"".join(pending))
+            self.size += pending_size
+
+    def _rollover(self) -> None:
+        try:
+            self._shift_backups()
+            os.replace(self.path, f"{self.path}.1")
+            self._backups = min(self._backups + 1, self.backup_count)
+        except OSError as exc:
+            self._rotation_failed("cannot rotate", exc)
+            return
+        try:
+            fd = os.open(self.path, self._flags, 0o644)
+        except OSError as exc:  # put the open file back under its name: still nothing lost
+            try:
+                os.replace(f"{self.path}.1", self.path)
+            except OSError:
+                pass
+            self._rotation_failed("rotated but cannot reopen", exc)
+            return
+        self._close_fd()
+        self.fd, self.size, self._threshold = fd, 0, self.max_bytes
+        self.rotations += 1
+        self._warned = False
+
+    def _count_backups(self) -> int:
+        """`name.1` ... `name.K` that exist in an unbroken run: counted once per writer, not
+        by probing every one of `backup_count` names at each rotation (10,000 stats each)."""
+        top = 0
+        while top < self.backup_count and os.path.lexists(f"{self.path}.{top + 1}"):
+            top += 1
+        return top
+
+    def _shift_backups(self) -> None:
+        top = min(self._backups, self.backup_count - 1)  # all slots full: the oldest is overwritten
+        try:
+            for i in range(top, 0, -1):
+                os.replace(f"{self.path}.{i}", f"{self.path}.{i + 1}")
+        except FileNotFoundError:  # someone removed backups meanwhile: look again, then shift
+            self._backups = self._count_backups()
+            raise
+
+    def _rotation_failed(self, what: str, exc: OSError) -> None:
+        # Retry once as much again has been written: not before every record.
+        self._threshold = self.size + self.max_bytes
+        self.failed_rotations += 1
+        if not self._warned:
+            self._warned = True
+            self._report(f"{what} {self.path}: {exc}; writing on to the current file,"
+                         f" next try after {self.max_bytes} more bytes")
+
+    def _close_fd(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Never raises: closing is what runs while everything else is going wrong."""
+        self._close_fd()
