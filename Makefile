@@ -11,6 +11,7 @@ $(STAMP): setup.cfg setup.py pyproject.toml trainvisor/_native/fastnum.h trainvi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m compileall -q trainvisor >/dev/null  # an editable install is not byte-compiled: start-up pays for it otherwise
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,6 +29,7 @@ bench: $(STAMP)
 	$(PY) bench/parse_mixed.py
 	$(PY) bench/checkpoint_latency.py
 	$(PY) bench/upload_throughput.py
+	$(PY) bench/startup.py
 
 clean:
 	rm -rf $(VENV) trainvisor-runs build *.egg-info

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +21,7 @@ def main() -> int:
     if not fake.exists():
         print("trainvisor demo: run it from a source checkout (fixtures/ not found)", file=sys.stderr)
         return 2
-    run_dir = ROOT / "trainvisor-runs" / "demo"
+    run_dir = Path(tempfile.gettempdir()) / "trainvisor-demo"  # nothing is written into the checkout
     if run_dir.exists():
         shutil.rmtree(run_dir)
     work = run_dir / "workdir"  # the fake training's working directory
