@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ log = logging.getLogger("trainvisor")
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
 
 class Run:
