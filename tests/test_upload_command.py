@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from trainvisor.cli.upload_cmd import format_progress
+from trainvisor.run.progress import format_progress
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 

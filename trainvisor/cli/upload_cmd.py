@@ -18,6 +18,7 @@ import click
 
 from ..errors import ConfigError
 from ..events import Checkpoint, CheckpointFile
+from ..run.progress import drain_showing_progress, format_progress, human_bytes
 
 __all__ = ["upload", "files_to_upload", "format_progress"]
 
@@ -33,25 +34,6 @@ def files_to_upload(paths: tuple[str, ...]) -> Iterator[CheckpointFile]:
                 yield CheckpointFile(path=str(child), relpath=str(child.relative_to(path)))
         else:
             raise ConfigError(f"{raw}: no such file or directory")
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def format_progress(done: int, total: int, elapsed: float, files_done: int, files_total: int) -> str:
-    """`12.3 MB / 45.6 MB  3.4 MB/s  ETA 0:10  1/3 files`; the rate is the average so far."""
-    rate = done / elapsed if elapsed > 0 else 0.0
-    if rate > 0 and total > done:
-        left = int((total - done) / rate)
-        eta = f"ETA {left // 60}:{left % 60:02d}"
-    else:
-        eta = "ETA --:--" if total > done else "done"
-    return f"{_human(done)} / {_human(total)}  {_human(rate)}/s  {eta}  {files_done}/{files_total} files"
 
 
 def _default_run_dir(url: str, files: list[CheckpointFile]) -> Path:
@@ -113,22 +95,11 @@ def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency
 
 
 def _wait(manager, out: TextIO, show: bool):
-    """Drain, redrawing the progress line on a terminal a few times a second."""
+    """Drain until nothing is pending, with a progress line when asked."""
     start = time.monotonic()
-    interval = 0.2 if out.isatty() else 5.0
-    while True:
-        report = manager.drain(interval)
-        p = manager.progress()
-        if show:
-            line = format_progress(p.bytes_done, p.bytes_total, time.monotonic() - start, p.files_done, p.files_total)
-            out.write(f"\r{line}\x1b[K" if out.isatty() else line + "\n")
-            out.flush()
-        if not report.pending:
-            break
-    if show and out.isatty():
-        out.write("\n")
+    report = drain_showing_progress(manager, None, out if show else None)
     p = manager.progress()
     skipped = f" ({p.files_skipped} already uploaded before)" if p.files_skipped else ""
-    click.echo(f"uploaded {p.files_done} file(s){skipped}, {_human(p.bytes_done)}, "
+    click.echo(f"uploaded {p.files_done} file(s){skipped}, {human_bytes(p.bytes_done)}, "
                f"in {time.monotonic() - start:.1f} s", err=True)
     return report

@@ -198,8 +198,22 @@ class _Parts:
                 self.uploads = self._drain()
 
     def _drain(self) -> UploadTotals:
+        """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
+        waited for. A Ctrl-C here stops waiting (what is left resumes on the next start)."""
+        from .progress import drain_showing_progress
+
         cfg = self.run.config.upload
-        report = self.manager.drain(cfg.drain_timeout)
+        pending = self.manager.report().pending
+        show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
+        if pending:
+            log.info("waiting up to %gs for %d upload(s)", cfg.drain_timeout, len(pending))
+        try:
+            report = drain_showing_progress(
+                self.manager, cfg.drain_timeout, sys.stderr if show else None,
+                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ")
+        except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
+            log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
+            report = self.manager.report()
         for key in report.pending:
             log.warning("upload not finished within drain timeout %gs: %s", cfg.drain_timeout, key)
         for key in report.failed:

@@ -1,0 +1,52 @@
+"""Waiting for uploads where a person can see it: bytes, rate, ETA and files, redrawn in place on
+a terminal, a line every few seconds elsewhere. Shared by `trainvisor run` (draining at exit) and
+`trainvisor upload`."""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional, TextIO
+
+__all__ = ["format_progress", "human_bytes", "drain_showing_progress"]
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def format_progress(done: int, total: int, elapsed: float, files_done: int, files_total: int) -> str:
+    """`12.3 MB / 45.6 MB  3.4 MB/s  ETA 0:10  1/3 files`; the rate is the average so far."""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if rate > 0 and total > done:
+        left = int((total - done) / rate)
+        eta = f"ETA {left // 60}:{left % 60:02d}"
+    else:
+        eta = "ETA --:--" if total > done else "done"
+    return f"{human_bytes(done)} / {human_bytes(total)}  {human_bytes(rate)}/s  {eta}  {files_done}/{files_total} files"
+
+
+def drain_showing_progress(manager, timeout: Optional[float], out: Optional[TextIO], *, prefix: str = "",
+                           clock: Callable[[], float] = time.monotonic):
+    """`manager.drain`, for at most `timeout` seconds (None: until nothing is pending), showing
+    progress on `out` (None: silently). Returns the last DrainReport."""
+    if out is None:
+        return manager.drain(timeout if timeout is not None else 1e9)
+    start = clock()
+    deadline = None if timeout is None else start + timeout
+    tty = out.isatty()
+    interval = 0.2 if tty else 5.0
+    while True:
+        step = interval if deadline is None else max(0.0, min(interval, deadline - clock()))
+        report = manager.drain(step)
+        p = manager.progress()
+        line = prefix + format_progress(p.bytes_done, p.bytes_total, clock() - start, p.files_done, p.files_total)
+        out.write(f"\r{line}\x1b[K" if tty else line + "\n")
+        out.flush()
+        if not report.pending or (deadline is not None and clock() >= deadline):
+            break
+    if tty:
+        out.write("\n")
+    return report
