@@ -1,5 +1,6 @@
-"""`trainvisor run --on-supervisor-death`: when trainvisor itself is SIGKILLed, the training is
-told (SIGTERM, the default) or left running (keep), instead of writing into a closed pipe."""
+"""Signals through the whole command: when trainvisor itself is SIGKILLed the training is told
+(SIGTERM, the default) or left running (`--on-supervisor-death keep`), instead of writing into a
+closed pipe; a trainvisor started with SIGINT ignored still forwards Ctrl-C."""
 from __future__ import annotations
 
 import os
@@ -62,3 +63,23 @@ def test_a_killed_trainvisor_tells_the_training_or_leaves_it(tmp_path, choice):
             tv.wait()
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_backgrounded_trainvisor_forwards_sigint_and_the_child_dies_of_it(tmp_path):
+    """A script's background job starts with SIGINT ignored; the training must still get Ctrl-C."""
+    (tmp_path / "child.py").write_text(
+        "import os, time\nopen('child.tmp', 'w').write(str(os.getpid()))\nos.rename('child.tmp', 'child.pid')\n"
+        "time.sleep(60)\n")
+    tv = subprocess.Popen(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--kill-timeout", "20", "--",
+                                        sys.executable, "child.py"], cwd=tmp_path,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        _wait_for(tmp_path / "child.pid")
+        started = time.monotonic()
+        tv.send_signal(signal.SIGINT)
+        assert tv.wait(timeout=15) == 130  # the child died of SIGINT, not of a SIGKILL 20 s later
+        assert time.monotonic() - started < 5
+    finally:
+        if tv.poll() is None:
+            tv.kill()
+            tv.wait()
