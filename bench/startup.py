@@ -3,7 +3,10 @@
 process that runs /bin/true with subprocess, and the import time of `trainvisor` and of
 `trainvisor.Run`. Whole processes, alternated so drift hits both sides alike; medians.
 
-    python bench/startup.py [--rounds 40]
+    python bench/startup.py [--rounds 40] [--compare OTHER_CHECKOUT]
+
+`--compare` adds `trainvisor run -q -- /bin/true` from another checkout (e.g. the commit before a
+change, its modules byte-compiled like these), interleaved with the rest.
 
 Target: the wrapped /bin/true at most 2x the baseline process.
 """
@@ -30,32 +33,40 @@ CASES = {  # key: (what it is, argv)
 
 
 def _time(argv: list[str], cwd: str, env: dict[str, str]) -> float:
+    """Seconds, or nan when the case fails (an older tree without `trainvisor.Run`)."""
     t0 = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0 if done.returncode == 0 else float("nan")
 
 
-def measure(rounds: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    times: dict[str, list[float]] = {name: [] for name in CASES}
+def measure(rounds: int, cases: dict, envs: dict[str, dict[str, str]]) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in cases}
     with tempfile.TemporaryDirectory(prefix="trainvisor-bench-startup-") as cwd:
-        for _, argv in CASES.values():  # warm the page cache and .pyc files
-            _time(argv, cwd, env)
+        for name, (_, argv) in cases.items():  # warm the page cache and .pyc files
+            _time(argv, cwd, envs[name])
         for _ in range(rounds):
-            for name, (_, argv) in CASES.items():
-                times[name].append(_time(argv, cwd, env))
+            for name, (_, argv) in cases.items():
+                times[name].append(_time(argv, cwd, envs[name]))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--compare", metavar="OTHER_CHECKOUT", default=None)
     args = ap.parse_args()
-    m = measure(args.rounds)
+    cases = dict(CASES)
+    envs = {name: {**os.environ, "PYTHONPATH": str(ROOT)} for name in cases}
+    if args.compare:
+        cases["other"] = (f"the same from {args.compare}", CASES["wrapped"][1])
+        envs["other"] = {**os.environ, "PYTHONPATH": os.path.abspath(args.compare)}
+    m = measure(args.rounds, cases, envs)
     print(f"startup, medians of {args.rounds} alternating runs")
-    for key, (what, _) in CASES.items():
+    for key, (what, _) in cases.items():
         print(f"  {what:<45} {m[key] * 1000:7.1f} ms")
     print(f"  trainvisor run / baseline:  {m['wrapped'] / m['baseline']:.2f}x (target <= 2x)")
+    if args.compare:
+        print(f"  {args.compare} / baseline: {m['other'] / m['baseline']:.2f}x")
     print(f"  import trainvisor:          {(m['import'] - m['bare']) * 1000:6.1f} ms over a bare python")
     print(f"  from trainvisor import Run: {(m['run_api'] - m['bare']) * 1000:6.1f} ms over a bare python")
 
