@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): setup.cfg setup.py pyproject.toml trainvisor/_native/fastnum.h trainvisor/parsers/_caffe_scan.c trainvisor/parsers/_caffe_grammar.h trainvisor/sinks/_format.c trainvisor/sinks/_format.h trainvisor/sinks/_pivot.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,frameworks]'
 	$(PY) -m compileall -q trainvisor >/dev/null  # an editable install is not byte-compiled: start-up pays for it otherwise
 	touch $(STAMP)
 
