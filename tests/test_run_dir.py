@@ -47,8 +47,9 @@ def test_a_rerun_resumes_the_run_id_and_appends_the_metrics(tmp_path):
         assert subprocess.run(argv, cwd=tmp_path, timeout=60, capture_output=True).returncode == 0
     identity = json.loads((tmp_path / "r" / "run.json").read_text())
     assert identity["attempt"] == 2
-    losses = [json.loads(line)["value"] for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
-    assert losses == [1.0, 0.5, 0.333333] * 2  # the first attempt's records are kept
+    records = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["value"] for r in records] == [1.0, 0.5, 0.333333] * 2  # the first attempt's records are kept
+    assert [r["attempt"] for r in records] == [1, 1, 1, 2, 2, 2]
     log = (tmp_path / "r" / "train.log").read_text()
     assert f"run {identity['run_id']} attempt 1 in r" in log and f"run {identity['run_id']} attempt 2 in r" in log
 

@@ -21,6 +21,7 @@ def read_metrics(path: Path) -> list[tuple]:
     out = []
     for line in path.read_text().splitlines():
         d = json.loads(line)
+        d.pop("attempt", None)  # run metadata, like wall_time: which start on the run directory wrote it
         if "event" in d:
             d.pop("wall_time")
             out.append(("checkpoint", tuple(sorted(d.items()))))

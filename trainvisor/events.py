@@ -74,7 +74,10 @@ class Metric(NamedTuple):
 
     @classmethod
     def from_json_dict(cls, d: dict) -> "Metric":
-        return cls(**{**d, "value": float(d["value"])})
+        """Keys that are not fields (a run's `attempt`) are run metadata, not part of the metric."""
+        fields = {k: d[k] for k in cls._fields}
+        fields["value"] = float(d["value"])
+        return cls(**fields)
 
     def without_wall_time(self) -> tuple:
         """The fields that must agree between `run` and `replay` of the same bytes."""

@@ -138,7 +138,7 @@ class _Parts:
         parts = cls(run)
         parts.parser = run._parser or build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
-        parts.sinks = [JsonlSink(run.metrics_path, mode="a"), *run._user_sinks]
+        parts.sinks = [JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt}), *run._user_sinks]
         if cfg.logging.summary or (cfg.logging.summary is None and sys.stderr.isatty()):
             from ..sinks.stats import StatsSink
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO, Sequence
+from typing import IO, Mapping, Optional, Sequence
 
 from ..events import Event, Metric
 
@@ -17,7 +17,11 @@ class JsonlSink:
     name = "jsonl"
     reader_gone = False
 
-    def __init__(self, target: str | os.PathLike | IO[str], *, mode: str = "w") -> None:
+    def __init__(self, target: str | os.PathLike | IO[str], *, mode: str = "w",
+                 extra: Optional[Mapping[str, object]] = None) -> None:
+        """`extra`: constant fields added to every record (a run adds its `attempt`), so the
+        records of a resumed run say which start wrote them."""
+        self._suffix = "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in (extra or {}).items())
         self._owns = not hasattr(target, "write")
         if self._owns:
             self.path = os.fspath(target)  # type: ignore[arg-type]
@@ -35,9 +39,12 @@ class JsonlSink:
             return
         try:
             if _c_format is not None and _FAST:
-                fh.write(_c_format(events, Metric, _NAMES, _format_event))
+                text = _c_format(events, Metric, _NAMES, _format_event)
             else:
-                fh.write("".join(map(_format_event, events)))
+                text = "".join(map(_format_event, events))
+            if self._suffix:  # every record is one line ending in "}": one replace per batch
+                text = text.replace("}\n", self._suffix + "}\n")
+            fh.write(text)
         except BrokenPipeError:
             self._reader_gone()
 
