@@ -51,6 +51,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--run-id", ("run", "id")),
     Flag("--log-file", ("process", "output_log"), metavar="PATH"),
     Flag("--shell", ("process", "shell")),
+    Flag("--pty", ("process", "pty")),
     Flag("--cwd", ("process", "cwd"), metavar="DIR"),
     Flag("--kill-timeout", ("process", "kill_timeout"), metavar="SECONDS"),
     Flag("--on-supervisor-death", ("process", "on_supervisor_death"), metavar="term|keep"),

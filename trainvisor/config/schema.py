@@ -43,6 +43,8 @@ class ProcessConfig(Section):
     section_key: ClassVar[str] = "process"
 
     shell: bool = setting(False, help="Run the command through /bin/sh -c.")
+    pty: bool = setting(False, help="Run the child on a pseudo-terminal, so it prints live progress bars as for a "
+                                    "person; both streams arrive as stdout, bytes unchanged.")
     cwd: Optional[str] = setting(None, help="The child's working directory (default: the current one).")
     env: Mapping[str, str] = setting(_EMPTY, help="Extra environment variables for the child.")
     kill_timeout: float = setting(30.0, check=finite_non_negative,

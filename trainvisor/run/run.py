@@ -184,7 +184,7 @@ class _Parts:
             list(cfg.command), parser=self.parser, sinks=self.sinks, hooks=run._hooks, shell=cfg.process.shell,
             cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
             max_line=cfg.parsing.max_line_bytes, subreaper=True, extra_env=self.env or None,
-            on_supervisor_death=cfg.process.on_supervisor_death,
+            on_supervisor_death=cfg.process.on_supervisor_death, pty=cfg.process.pty,
             stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
         )
         if self.watcher is not None:

@@ -55,8 +55,10 @@ def spawn_child(
     env: Optional[Mapping[str, str]] = None,
     popen: Callable[..., subprocess.Popen] = subprocess.Popen,
     setup: Optional[Callable[[], None]] = None,
+    terminal: Optional[int] = None,
 ) -> subprocess.Popen:
-    """Start the child in its own session with piped stdout/stderr.
+    """Start the child in its own session with piped stdout/stderr (both on `terminal`, a pty's
+    slave fd, when given).
 
     `PYTHONUNBUFFERED=1` is added so a Python child does not hold its output in an
     8 KiB buffer (its lines would reach the parsers seconds late). `setup` runs in
@@ -76,8 +78,8 @@ def spawn_child(
             cwd=cwd,
             env=child_env,
             stdin=None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE if terminal is None else terminal,
+            stderr=subprocess.PIPE if terminal is None else terminal,
             start_new_session=True,
             close_fds=True,
             bufsize=0,

@@ -181,6 +181,10 @@ class PipeReader(threading.Thread):
                 data = read(fd, READ_SIZE)
             except InterruptedError:
                 continue
+            except OSError as exc:
+                if exc.errno == errno.EIO:  # a pty whose last writer closed: its end of file
+                    return
+                raise
             if not data:
                 return
             handle(data)

@@ -26,6 +26,7 @@ from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of
 from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
+from .terminal import follow_window, open_pty
 
 __all__ = ["Supervisor", "RunResult"]
 
@@ -67,6 +68,8 @@ class Supervisor:
     `own_pids` so their exit status is left to their owner.
     `on_supervisor_death` is what the child is sent if this process dies
     without ending it (SIGKILL): "term" (SIGTERM) or "keep" (nothing).
+    With `pty=True` the child's stdout and stderr are one pseudo-terminal
+    (`trainvisor.supervisor.terminal`), read and passed through as "stdout".
 
     >>> from trainvisor import Supervisor
     >>> Supervisor(["sh", "-c", "echo hi"]).run().exit_code  # doctest: +SKIP
@@ -93,6 +96,7 @@ class Supervisor:
         forward_signals: bool = True,
         subreaper: bool = False,
         on_supervisor_death: str = "term",
+        pty: bool = False,
         parse_backlog: int = DEFAULT_PARSE_BACKLOG,
         own_pids: Callable[[], Iterable[int]] = lambda: (),
         popen: Callable[..., subprocess.Popen] = subprocess.Popen,
@@ -120,6 +124,8 @@ class Supervisor:
         self.forward_signals = forward_signals
         self.subreaper = subreaper
         self.death_signal = death_signal_for(on_supervisor_death)
+        self.pty = pty
+        self._pty_master: Optional[int] = None
         self.parse_backlog = parse_backlog
         # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
         self.token = os.urandom(8).hex()  # os.urandom, not secrets: that module costs ~8 ms of start-up
@@ -155,17 +161,26 @@ class Supervisor:
         if self.log_file:
             os.makedirs(os.path.dirname(os.path.abspath(self.log_file)), exist_ok=True)
             run_log_fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        slave = None
+        if self.pty:
+            self._pty_master, slave = open_pty((self.stdout_fd or 1, self.stderr_fd or 2, 0))
         try:
             try:
                 proc = self.proc = spawn_child(self.argv, shell=self.shell, cwd=self.cwd, env=env,
-                                               popen=self._popen, setup=child_setup(self.death_signal))
+                                               popen=self._popen, setup=child_setup(self.death_signal),
+                                               terminal=slave)
             except BaseException:
                 self.pipeline.finish()
                 raise
+            finally:
+                if slave is not None:
+                    os.close(slave)  # the child has it: the master reads EOF (EIO) when the tree closes it
             return self._supervise(proc, run_log_fd, reaper)
         finally:
-            if run_log_fd is not None:
-                os.close(run_log_fd)
+            for fd in (run_log_fd, self._pty_master):
+                if fd is not None:
+                    os.close(fd)
+            self._pty_master = None
 
     def send_signal(self, sig: int) -> None:
         """Forward `sig` to the child's process group; shutdown signals start the kill timeout."""
@@ -174,6 +189,8 @@ class Supervisor:
         if sig in SHUTDOWN_SIGNALS and self._shutdown_at is None:
             self._shutdown_at = time.monotonic()
             self._signalled_by = sig
+        if sig == signal.SIGWINCH and self._pty_master is not None:
+            follow_window(self._pty_master, (self.stdout_fd or 1, self.stderr_fd or 2, 0))
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -182,16 +199,18 @@ class Supervisor:
     # -- internals ---------------------------------------------------------
 
     def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int], reaper: Optional[Reaper]) -> RunResult:
-        assert proc.stdout is not None and proc.stderr is not None
         q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
         budgets = {"stdout": ByteBudget(self.parse_backlog // 2), "stderr": ByteBudget(self.parse_backlog // 2)}
         run_log = RunLog(run_log_fd) if run_log_fd is not None else None
-        readers = [
-            PipeReader(stream, pipe.fileno(), passthrough_fd=fd, put=q.put, budget=budgets[stream], run_log=run_log)
-            for stream, pipe, fd in (("stdout", proc.stdout, self.stdout_fd), ("stderr", proc.stderr, self.stderr_fd))
-        ]
+        if self._pty_master is not None:
+            sources = [("stdout", self._pty_master, self.stdout_fd)]
+        else:
+            assert proc.stdout is not None and proc.stderr is not None
+            sources = [("stdout", proc.stdout.fileno(), self.stdout_fd), ("stderr", proc.stderr.fileno(), self.stderr_fd)]
+        readers = [PipeReader(stream, src, passthrough_fd=fd, put=q.put, budget=budgets[stream], run_log=run_log)
+                   for stream, src, fd in sources]
         pipeline_thread = threading.Thread(
-            target=self._pipeline_loop, args=(q, budgets), name="trainvisor-pipeline", daemon=True
+            target=self._pipeline_loop, args=(q, budgets, len(readers)), name="trainvisor-pipeline", daemon=True
         )
         for r in readers:
             r.start()
@@ -200,8 +219,9 @@ class Supervisor:
         killed = self._wait_and_end(proc, tree, reaper)
         self._join_readers(readers)
         pipeline_thread.join()
-        proc.stdout.close()
-        proc.stderr.close()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         stats = self.pipeline.stats if self.pipeline else PipelineStats()
         return RunResult(
             exit_code=exit_code_of(proc.returncode),
@@ -283,11 +303,10 @@ class Supervisor:
                 r.stop()
                 r.join()
 
-    def _pipeline_loop(self, q: "queue.SimpleQueue[object]", budgets: dict) -> None:
+    def _pipeline_loop(self, q: "queue.SimpleQueue[object]", budgets: dict, open_streams: int) -> None:
         pipeline = self.pipeline
         assert pipeline is not None
         splitters = {s: LineSplitter(s, max_line=self.max_line) for s in ("stdout", "stderr")}
-        open_streams = 2
         get = q.get
         feed = pipeline.feed
         while open_streams:
