@@ -466,14 +466,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, status: int, body: Optional[dict]) -> None:
         payload = json.dumps(body if body is not None else {}).encode()
+        # Recorded before the reply goes out: a client that has its answer finds its request listed.
+        with self.kodo._lock:
+            self.kodo.requests.append((self.command, self.path, status))
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("X-Reqid", secrets.token_hex(8))
         self.end_headers()
         self.wfile.write(payload)
-        with self.kodo._lock:
-            self.kodo.requests.append((self.command, self.path, status))
 
     def _dispatch(self) -> None:
         path = self.path.split("?", 1)[0]
