@@ -192,12 +192,13 @@ class _Parts:
         try:
             return sup.run()
         finally:
+            ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
             if self.watcher is not None:
                 self.watcher.stop(drain=True)
             if self.manager is not None:
-                self.uploads = self._drain()
+                self.uploads = self._drain(max(0.0, cfg.upload.drain_timeout - (time.monotonic() - ended)))
 
-    def _drain(self) -> UploadTotals:
+    def _drain(self, timeout: float) -> UploadTotals:
         """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
         waited for. A Ctrl-C here stops waiting (what is left resumes on the next start)."""
         from .progress import drain_showing_progress
@@ -206,10 +207,10 @@ class _Parts:
         pending = self.manager.report().pending
         show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
         if pending:
-            log.info("waiting up to %gs for %d upload(s)", cfg.drain_timeout, len(pending))
+            log.info("waiting up to %.1fs for %d upload(s)", timeout, len(pending))
         try:
             report = drain_showing_progress(
-                self.manager, cfg.drain_timeout, sys.stderr if show else None,
+                self.manager, timeout, sys.stderr if show else None,
                 prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ")
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
