@@ -219,6 +219,20 @@ def test_detr_metric_logger_train_and_test_lines():
     assert series(ev, "loss", "val")[0].value == 53.8736
 
 
+def test_detr_coco_summaries_after_every_epoch():
+    _, ev = events_of("pytorch/detr-metriclogger-ddp.log")
+    ap = series(ev, "bbox/AP", "val")
+    # 10 evaluations of 12 lines each, after "IoU metric: bbox" (lines 90-102 ... 405-417)
+    assert sum(len(series(ev, f"bbox/{n}", "val")) for n in
+               ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")) == 120
+    # line 91: "... (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.000", after "Epoch: [0]  [127/128]"
+    assert (ap[0].value, ap[0].iteration, ap[0].epoch, ap[0].line) == (0.0, 127, 0.0, 91)
+    # line 406: "= 0.002", after "Epoch: [9]  [127/128]" (line 396)
+    assert (ap[-1].value, ap[-1].iteration, ap[-1].epoch, ap[-1].line) == (0.002, 9 * 128 + 127, 9.0, 406)
+    assert series(ev, "bbox/AP50", "val")[-1].value == 0.004  # line 407
+    assert series(ev, "bbox/ARl", "val")[-1].value == 0.005  # line 417
+
+
 def test_detr_json_lines_train_and_test_keys():
     _, ev = events_of("pytorch/detr-log-jsonl.log")
     loss = series(ev, "loss")
@@ -291,6 +305,14 @@ def test_yolox_gbk_crlf():
     assert len(tl) == 1240
     assert first_last(tl) == ((10.7, 10, 1.0), (1.1, 299 * 47 + 40, 300.0))
     assert series(ev, "lr")[0].value == 7.073e-06
+
+
+def test_yolox_best_ap_of_both_runs():
+    _, ev = events_of("yolo/yolox-gbk-crlf.log")
+    best = series(ev, "best_AP", "val")
+    # line 2329: "... the best AP is 0.00"; line 5047: "... the best AP is 90.00" (last iter line 5040: epoch 300, iter 40/47)
+    assert [(b.value, b.line) for b in best] == [(0.0, 2329), (90.0, 5047)]
+    assert (best[-1].iteration, best[-1].epoch) == (299 * 47 + 40, 300.0)
 
 
 def test_darknet_nan_region_values_are_metrics():

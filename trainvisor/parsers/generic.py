@@ -20,6 +20,7 @@ from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
 from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
+from .tables import TABLE_MARKERS, EvalTables
 
 __all__ = ["GenericParser"]
 
@@ -39,15 +40,21 @@ _NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
 class GenericParser(LineParser):
     name: ClassVar[str] = "generic"
     description: ClassVar[str] = "fallback: name=value / name: value pairs and JSON-lines records (step/iter/epoch keys index them)"
-    markers: ClassVar[tuple[str, ...]] = ("=", ":")
+    markers: ClassVar[tuple[str, ...]] = ("=", ":") + TABLE_MARKERS
     signature: ClassVar[str] = ""
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self._names = NameTable(val_prefixes=_VAL_PREFIXES)
         self._train_names = NameTable(val_prefixes=("train_",))
+        self._tables = EvalTables()
+        self._step: int | None = None  # the last step and epoch a record gave: an evaluation table's position
+        self._epoch: float | None = None
 
     def parse_line(self, text, number, wall_time):
+        table = self._tables.read(text, number, wall_time, self._step, self._epoch)
+        if table is not None:
+            return table
         if "=" not in text and ":" not in text:
             return None
         s = text.strip()
@@ -74,6 +81,10 @@ class GenericParser(LineParser):
         return self._emit(items, step, epoch, None, number, wall_time)
 
     def _emit(self, items, step, epoch, phase, number, wall_time):
+        if step is not None:
+            self._step = step
+        if epoch is not None:
+            self._epoch = epoch
         out = []
         names, train = self._names, self._train_names
         for key, v in items:
