@@ -73,6 +73,25 @@ class EvalTables:
         a header), None for a line that is no part of a table (the caller reads it)."""
         if self._md_task:
             return self._markdown(text, number, wall_time, iteration, epoch)
+        # Four cheap checks first: "IoU" (summary lines, "IoU metric: bbox"), "Evaluat"
+        # ("Evaluate annotation type *bbox*", "Evaluation results for bbox:"), "AP", "all ".
+        if "IoU" in text:
+            return self._coco(text, number, wall_time, iteration, epoch)
+        if "Evaluat" in text:
+            return self._titles(text)
+        if "AP" in text:
+            if "mAP" in text:
+                return self._pairs(_MMDET_RE.findall(text), number, wall_time, iteration, epoch)
+            m = _BEST_AP_RE.search(text) if "best AP is" in text else None
+            return self._pairs([("best_AP", m.group(1))], number, wall_time, iteration, epoch) if m else None
+        if "all " in text:
+            m = _ALL_ROW_RE.match(text)
+            if m:
+                return self._pairs(zip(_ALL_ROW_NAMES, m.groups()), number, wall_time, iteration, epoch)
+        return None
+
+    def _coco(self, text, number, wall_time, iteration, epoch) -> Optional[list[Metric]]:
+        """A summary line, or the ``IoU metric: bbox`` that names the summary after it."""
         if "] = " in text:
             m = _COCO_RE.search(text)
             if m:
@@ -81,27 +100,18 @@ class EvalTables:
                 prefix = self._coco_type + "/" if self._coco_type else ""
                 return [Metric(prefix + name, v, iteration, PHASE_VAL, None, None, epoch, wall_time, number)]
             return None
-        if "IoU metric: " in text or "annotation type *" in text:
-            m = _COCO_TYPE_RE.search(text)
-            if m:
-                self._coco_type = m.group(1) or m.group(2)
-                return []
-            return None
-        if "Evaluation results for " in text:
-            m = _MD_TITLE_RE.search(text)
-            if m:
-                self._md_task, self._md_head, self._md_row = m.group(1), [], 0
-                return []
-            return None
-        if "mAP" in text:
-            return self._pairs(_MMDET_RE.findall(text), number, wall_time, iteration, epoch)
-        if "best AP is" in text:
-            m = _BEST_AP_RE.search(text)
-            return self._pairs([("best_AP", m.group(1))] if m else [], number, wall_time, iteration, epoch)
-        if "all " in text:
-            m = _ALL_ROW_RE.match(text)
-            if m:
-                return self._pairs(zip(_ALL_ROW_NAMES, m.groups()), number, wall_time, iteration, epoch)
+        return self._titles(text) if "IoU metric: " in text else None
+
+    def _titles(self, text) -> Optional[list[Metric]]:
+        """The lines that name what comes next: [] when one is, None otherwise."""
+        m = _COCO_TYPE_RE.search(text)
+        if m:
+            self._coco_type = m.group(1) or m.group(2)
+            return []
+        m = _MD_TITLE_RE.search(text)
+        if m:
+            self._md_task, self._md_head, self._md_row = m.group(1), [], 0
+            return []
         return None
 
     @staticmethod
