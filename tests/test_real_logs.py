@@ -329,8 +329,11 @@ def test_darknet_nan_region_values_are_metrics():
 def test_tensorflow_estimator_loss_eval_and_checkpoints():
     _, ev = events_of("tensorflow/bert-similarity-estimator.log")
     loss = series(ev, "loss")
-    assert len(loss) == 55
-    assert first_last(loss) == ((1.0218862, 0, None), (0.01693129, 5400, None))
+    # 55 "loss = X, step = N" lines, then line 411 "INFO:tensorflow:Loss for final step: 0.0025181356."
+    # at the step of the checkpoint before it (line 410: "Saving checkpoints for 5468")
+    assert len(loss) == 56
+    assert first_last(loss) == ((1.0218862, 0, None), (0.0025181356, 5468, None))
+    assert (loss[-2].value, loss[-2].iteration, loss[-1].line) == (0.01693129, 5400, 411)
     assert len(series(ev, "global_step/sec")) == 54
     acc = series(ev, "accuracy", "val")
     assert [(a.value, a.iteration) for a in acc][-1] == (0.8500477, 5468)
