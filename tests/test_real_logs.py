@@ -238,8 +238,9 @@ def test_detr_json_lines_train_and_test_keys():
     loss = series(ev, "loss")
     assert [(m.value, m.epoch) for m in loss] == [
         (29.48173644657824, 0.0), (28.115209819918054, 1.0), (27.72094430462943, 2.0), (27.5140688483518, 3.0)]
-    assert series(ev, "loss", "val")[-1].value == 57.89172291870117
-    assert series(ev, "coco_eval_bbox/0", "val")[0].value == 1.1089818659285284e-09
+    # "test_loss", "test_coco_eval_bbox": the program's word for the phase is kept (test)
+    assert series(ev, "loss", "test")[-1].value == 57.89172291870117
+    assert series(ev, "coco_eval_bbox/0", "test")[0].value == 1.1089818659285284e-09
 
 
 # -- detection -----------------------------------------------------------------
