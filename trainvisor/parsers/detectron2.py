@@ -54,6 +54,10 @@ class Detectron2Parser(LineParser):
             return held + out
         return out
 
+    def feed(self, block):
+        fast = not self._held and not self._tables.may_read(block.text)  # no table line in the block
+        return self.feed_lines(block, self._parse if fast else self.parse_line)
+
     def finish(self):
         held, self._held = self._held, []
         return held

@@ -67,6 +67,11 @@ class EvalTables:
         self._md_head: list[str] = []
         self._md_row = 0  # markdown lines read after the title
 
+    def may_read(self, text: str) -> bool:
+        """False when no line of `text` (a block) can be part of a table: one scan of
+        the block instead of four per line."""
+        return bool(self._md_task) or "IoU" in text or "Evaluat" in text or "AP" in text or "all " in text
+
     def read(self, text: str, number: int, wall_time: float, iteration: Optional[int],
              epoch: Optional[float]) -> Optional[list[Metric]]:
         """The metrics of a table line, [] for a table line that carries none (a title,
@@ -161,3 +166,6 @@ class TableReadingParser(LineParser):
         if out is None:
             out = self._tables.read(text, number, wall_time, self._step, self._epoch)
         return out
+
+    def feed(self, block):
+        return self.feed_lines(block, self.parse_line if self._tables.may_read(block.text) else self.parse_own)
