@@ -347,3 +347,5 @@ def test_custom_tf_logging_falls_back_to_generic_and_reads_step():
     loss = series(ev, "loss")
     assert len(loss) == 39
     assert first_last(loss) == ((31.083714, 100, None), (11.056624, 3900, None))
+    # lines 1-8 are the configuration (num_tags: 7, lstm_dim: 200, ..., lr: 0.001): no metrics
+    assert {m.name for m in ev} == {"loss"}
