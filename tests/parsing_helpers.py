@@ -49,3 +49,22 @@ def checkpoints(events) -> list[CheckpointEvent]:
 
 def same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+
+def feed_pieces(parser, pieces) -> list:
+    """Events of `parser` for the bytes `pieces`, each one read as it would arrive."""
+    sp = LineSplitter("log")
+    blocks = [sp.feed(piece, 0.0, 0.0) for piece in pieces] + [sp.finish(0.0, 0.0)]
+    return [e for b in blocks if b is not None for e in parser.feed(b)] + parser.finish()
+
+
+def chunked_events(path, parser_name: str, chunk: int) -> list:
+    """Comparable events of `path` read in `chunk`-byte pieces; chunk 0: one line per
+    read, as a live child writing line by line delivers them (wall_time left out)."""
+    with open(path, "rb") as raw:
+        data = open_log_bytes(raw).read()
+    pieces = data.splitlines(keepends=True) if chunk == 0 else [data[i:i + chunk] for i in range(0, len(data), chunk)]
+    out = feed_pieces(create_parser(parser_name, ParserOptions(year=2026)), pieces)
+    return [e._replace(value=repr(e.value), wall_time=0.0) if type(e) is Metric else (e.path, e.kind, e.iteration, e.line)
+            for e in out]

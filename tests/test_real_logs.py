@@ -219,13 +219,28 @@ def test_detr_metric_logger_train_and_test_lines():
     assert series(ev, "loss", "val")[0].value == 53.8736
 
 
+def test_detr_coco_summaries_after_every_epoch():
+    _, ev = events_of("pytorch/detr-metriclogger-ddp.log")
+    ap = series(ev, "bbox/AP", "val")
+    # 10 evaluations of 12 lines each, after "IoU metric: bbox" (lines 90-102 ... 405-417)
+    assert sum(len(series(ev, f"bbox/{n}", "val")) for n in
+               ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")) == 120
+    # line 91: "... (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.000", after "Epoch: [0]  [127/128]"
+    assert (ap[0].value, ap[0].iteration, ap[0].epoch, ap[0].line) == (0.0, 127, 0.0, 91)
+    # line 406: "= 0.002", after "Epoch: [9]  [127/128]" (line 396)
+    assert (ap[-1].value, ap[-1].iteration, ap[-1].epoch, ap[-1].line) == (0.002, 9 * 128 + 127, 9.0, 406)
+    assert series(ev, "bbox/AP50", "val")[-1].value == 0.004  # line 407
+    assert series(ev, "bbox/ARl", "val")[-1].value == 0.005  # line 417
+
+
 def test_detr_json_lines_train_and_test_keys():
     _, ev = events_of("pytorch/detr-log-jsonl.log")
     loss = series(ev, "loss")
     assert [(m.value, m.epoch) for m in loss] == [
         (29.48173644657824, 0.0), (28.115209819918054, 1.0), (27.72094430462943, 2.0), (27.5140688483518, 3.0)]
-    assert series(ev, "loss", "val")[-1].value == 57.89172291870117
-    assert series(ev, "coco_eval_bbox/0", "val")[0].value == 1.1089818659285284e-09
+    # "test_loss", "test_coco_eval_bbox": the program's word for the phase is kept (test)
+    assert series(ev, "loss", "test")[-1].value == 57.89172291870117
+    assert series(ev, "coco_eval_bbox/0", "test")[0].value == 1.1089818659285284e-09
 
 
 # -- detection -----------------------------------------------------------------
@@ -293,6 +308,14 @@ def test_yolox_gbk_crlf():
     assert series(ev, "lr")[0].value == 7.073e-06
 
 
+def test_yolox_best_ap_of_both_runs():
+    _, ev = events_of("yolo/yolox-gbk-crlf.log")
+    best = series(ev, "best_AP", "val")
+    # line 2329: "... the best AP is 0.00"; line 5047: "... the best AP is 90.00" (last iter line 5040: epoch 300, iter 40/47)
+    assert [(b.value, b.line) for b in best] == [(0.0, 2329), (90.0, 5047)]
+    assert (best[-1].iteration, best[-1].epoch) == (299 * 47 + 40, 300.0)
+
+
 def test_darknet_nan_region_values_are_metrics():
     _, ev = events_of("darknet/darknet-yolov3-tiny-nan.log")
     loss = series(ev, "loss")
@@ -307,8 +330,11 @@ def test_darknet_nan_region_values_are_metrics():
 def test_tensorflow_estimator_loss_eval_and_checkpoints():
     _, ev = events_of("tensorflow/bert-similarity-estimator.log")
     loss = series(ev, "loss")
-    assert len(loss) == 55
-    assert first_last(loss) == ((1.0218862, 0, None), (0.01693129, 5400, None))
+    # 55 "loss = X, step = N" lines, then line 411 "INFO:tensorflow:Loss for final step: 0.0025181356."
+    # at the step of the checkpoint before it (line 410: "Saving checkpoints for 5468")
+    assert len(loss) == 56
+    assert first_last(loss) == ((1.0218862, 0, None), (0.0025181356, 5468, None))
+    assert (loss[-2].value, loss[-2].iteration, loss[-1].line) == (0.01693129, 5400, 411)
     assert len(series(ev, "global_step/sec")) == 54
     acc = series(ev, "accuracy", "val")
     assert [(a.value, a.iteration) for a in acc][-1] == (0.8500477, 5468)
@@ -321,3 +347,5 @@ def test_custom_tf_logging_falls_back_to_generic_and_reads_step():
     loss = series(ev, "loss")
     assert len(loss) == 39
     assert first_last(loss) == ((31.083714, 100, None), (11.056624, 3900, None))
+    # lines 1-8 are the configuration (num_tags: 7, lstm_dim: 200, ..., lr: 0.001): no metrics
+    assert {m.name for m in ev} == {"loss"}

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Iterator, Optional
 
-from ..events import PHASE_TRAIN, PHASE_VAL, Metric
+from ..events import PHASE_TEST, PHASE_TRAIN, PHASE_VAL, Metric
 
 __all__ = [
     "NUMBER",
@@ -19,6 +19,7 @@ __all__ = [
     "as_float",
     "fnum",
     "NameTable",
+    "split_phase",
     "pairs",
     "PAIR_RE",
     "metrics_from_pairs",
@@ -70,28 +71,57 @@ def fnum(i: int) -> float:
         return math.inf
 
 
+# A phase word before or after the name, joined by a space, ``_``, ``/``, ``.`` or ``-``.
+_PHASE_WORDS = {"train": PHASE_TRAIN, "training": PHASE_TRAIN, "val": PHASE_VAL, "valid": PHASE_VAL,
+                "validation": PHASE_VAL, "dev": PHASE_VAL, "eval": PHASE_VAL, "test": PHASE_TEST}
+_WORDS = "|".join(_PHASE_WORDS)
+_PHASE_RE = re.compile(rf"^({_WORDS})[ _/.-](.+)$|^(.+?)[ _/.-]({_WORDS})$", re.I)
+
+
+def split_phase(key: str) -> Optional[tuple[str, str]]:
+    """(name, phase) when `key` carries a phase word as a prefix or suffix
+    (``Train Loss``, ``val_loss``, ``eval/accuracy``, ``test-acc``, ``Dev F1-macro``,
+    ``acc/train``); the name keeps what is left, as printed. None otherwise."""
+    m = _PHASE_RE.match(key)
+    if m is None:
+        return None
+    if m.group(1):
+        return m.group(2), _PHASE_WORDS[m.group(1).lower()]
+    return m.group(3), _PHASE_WORDS[m.group(4).lower()]
+
+
 class NameTable:
     """Raw metric key -> (name, phase), memoised with a bound.
+
+    The parser's own `val_prefixes` first (``Validation-``), then the shared
+    phase-word rule (`split_phase`), so every parser that reads ``key: value``
+    pairs names phases the same way; keys starting with a `keep_prefixes` entry
+    are names of their own (the HF Trainer's end-of-training ``train_loss`` is an
+    average over the run, not one more training loss).
 
     Logs with thousands of distinct metric names (per-class APs) must not grow
     memory without limit; when full the table is simply cleared.
     """
 
-    def __init__(self, *, limit: int = 4096, val_prefixes: tuple[str, ...] = ("val_", "eval_")) -> None:
+    def __init__(self, *, limit: int = 4096, val_prefixes: tuple[str, ...] = ("val_", "eval_"),
+                 keep_prefixes: tuple[str, ...] = ()) -> None:
         self._map: dict[str, tuple[str, str]] = {}
         self._limit = limit
         self._prefixes = val_prefixes
+        self._keep = keep_prefixes
 
     def __call__(self, key: str) -> tuple[str, str]:
         hit = self._map.get(key)
         if hit is None:
             if len(self._map) >= self._limit:
                 self._map.clear()
-            hit = (key, PHASE_TRAIN)
+            hit = None
             for p in self._prefixes:
                 if key.startswith(p) and len(key) > len(p):
                     hit = (key[len(p):], PHASE_VAL)
                     break
+            if hit is None:
+                hit = (None if key.startswith(self._keep) else split_phase(key)) or (key, PHASE_TRAIN)
             self._map[key] = hit
         return hit
 

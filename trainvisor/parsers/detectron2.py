@@ -1,4 +1,13 @@
-"""detectron2: ``d2.utils.events`` iteration lines, ``copypaste:`` evaluation results, checkpoints."""
+"""detectron2: ``d2.utils.events`` iteration lines, evaluation results, checkpoints.
+
+detectron2 prints one evaluation up to three times: the pycocotools summary
+(fractions), the ``Evaluation results for bbox:`` markdown table (percent, 3
+decimals), then ``copypaste:`` lines (percent, 4 decimals). It is reported once:
+the tables (read by the shared `EvalTables`) are held until the ``copypaste:``
+values of their task arrive, which replace the names they repeat; whatever
+they do not repeat (the summary's AR values) is reported with them, and a table
+no copypaste follows is reported at the next event or at the end of the stream.
+"""
 from __future__ import annotations
 
 import re
@@ -8,6 +17,7 @@ from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
 from . import register_parser
 from .base import LineParser
 from .common import NUMBER, to_float
+from .tables import TABLE_MARKERS, EvalTables
 
 __all__ = ["Detectron2Parser"]
 
@@ -21,7 +31,7 @@ _SKIP = frozenset({"iter"})
 class Detectron2Parser(LineParser):
     name: ClassVar[str] = "detectron2"
     description: ClassVar[str] = "detectron2 'iter: N  total_loss: ...  lr: ...' lines, copypaste eval results, checkpoints"
-    markers: ClassVar[tuple[str, ...]] = ("iter: ", "copypaste: ", "Saving checkpoint to ")
+    markers: ClassVar[tuple[str, ...]] = ("iter: ", "copypaste: ", "Saving checkpoint to ") + TABLE_MARKERS
     signature: ClassVar[str] = r"\biter: \d+\s+total_loss: |d2\.(?:utils\.events|engine\.\w+|checkpoint)"
 
     def __init__(self, options=None) -> None:
@@ -29,8 +39,36 @@ class Detectron2Parser(LineParser):
         self._iter: int | None = None
         self._task = ""
         self._header: list[str] = []
+        self._tables = EvalTables()
+        self._held: list[Metric] = []  # table values waiting for their copypaste
 
     def parse_line(self, text, number, wall_time):
+        out = self._parse(text, number, wall_time)
+        if out is None:
+            table = self._tables.read(text, number, wall_time, self._iter, None)
+            if table:
+                self._held.extend(table)
+            return None
+        if out and self._held:
+            held, self._held = self._held, []
+            return held + out
+        return out
+
+    def feed(self, block):
+        fast = not self._held and not self._tables.may_read(block.text)  # no table line in the block
+        return self.feed_lines(block, self._parse if fast else self.parse_line)
+
+    def finish(self):
+        held, self._held = self._held, []
+        return held
+
+    def _copypaste(self, values: list[Metric]) -> list[Metric]:
+        """The copypaste values, after the held table values they do not repeat."""
+        names = {m.name for m in values}
+        held, self._held = self._held, []
+        return [m for m in held if m.name not in names] + values
+
+    def _parse(self, text, number, wall_time):
         if "iter: " in text:
             m = _ITER_RE.search(text)
             if m is None:
@@ -55,10 +93,10 @@ class Detectron2Parser(LineParser):
             if len(values) != len(self._header):
                 return None
             prefix = self._task + "/" if self._task else ""
-            return [
+            return self._copypaste([
                 Metric(prefix + h, v, self._iter, PHASE_VAL, None, None, None, wall_time, number)
                 for h, v in zip(self._header, values)
-            ]
+            ])
         if "Saving checkpoint to " in text:
             m = _CKPT_RE.search(text)
             if m:

@@ -27,7 +27,7 @@ class HuggingFaceParser(LineParser):
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
-        self._names = NameTable(val_prefixes=("eval_",))
+        self._names = NameTable(val_prefixes=("eval_",), keep_prefixes=("train_",))
         self._logs = 0
 
     def feed(self, block):

@@ -15,8 +15,8 @@ from typing import ClassVar
 
 from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
 from . import register_parser
-from .base import LineParser
 from .common import NUMBER, as_float, fnum, to_float
+from .tables import TABLE_MARKERS, TableReadingParser
 
 __all__ = ["MMDetParser"]
 
@@ -27,19 +27,19 @@ _VAL_MODES = frozenset({"val", "test"})
 
 
 @register_parser
-class MMDetParser(LineParser):
+class MMDetParser(TableReadingParser):
     name: ClassVar[str] = "mmdet"
     description: ClassVar[str] = "mmdetection 2.x / mmengine text logs (Epoch [e][i/n], Epoch(val), Iter(train)) and .log.json lines"
-    markers: ClassVar[tuple[str, ...]] = ("Epoch", "Iter", '"mode"', "Saving checkpoint at")
+    markers: ClassVar[tuple[str, ...]] = ("Epoch", "Iter", '"mode"', "Saving checkpoint at") + TABLE_MARKERS
     signature: ClassVar[str] = r"(?:Epoch|Iter)(?:\(\w+\))?\s*(?:\[\d+\])?\s*\[\s*\d+/\d+\]\s+(?:base_)?lr: |^\{\"mode\": \"(?:train|val)\"| - mmdet - INFO - "
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self._ipe = self.options.iters_per_epoch
-        self._epoch = 0
+        self._json_epoch = 0
         self._max_iter = 0
 
-    def parse_line(self, text, number, wall_time):
+    def parse_own(self, text, number, wall_time):
         if '"mode"' in text and text.lstrip().startswith("{"):
             return self._json(text, number, wall_time)
         if "Epoch" in text or "Iter" in text:
@@ -73,6 +73,8 @@ class MMDetParser(LineParser):
         else:
             e = int(ep)
             step, epoch = (e - 1) * total + n, fnum(e)
+        if phase == PHASE_TRAIN:
+            self._step, self._epoch = step, epoch
         return [Metric(k, v, step, phase, None, None, epoch, wall_time, number) for k, v in items]
 
     def _json(self, text, number, wall_time):
@@ -87,10 +89,10 @@ class MMDetParser(LineParser):
         ep, it = rec.get("epoch"), rec.get("iter")
         step = epoch = None
         if isinstance(ep, int) and isinstance(it, int):
-            if ep != self._epoch:
-                if self._ipe is None and self._epoch == 1:
+            if ep != self._json_epoch:
+                if self._ipe is None and self._json_epoch == 1:
                     self._ipe = self._max_iter
-                self._epoch = ep
+                self._json_epoch = ep
             if ep == 1:
                 self._max_iter = max(self._max_iter, it)
             step = (ep - 1) * self._ipe + it if self._ipe else (it if ep == 1 else None)

@@ -12,8 +12,8 @@ from typing import ClassVar
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
-from .base import LineParser
 from .common import NUMBER, fnum, to_float
+from .tables import TABLE_MARKERS, TableReadingParser
 
 __all__ = ["PyTorchParser"]
 
@@ -26,28 +26,26 @@ _SKIP = frozenset({"eta", "time", "data", "mem", "data_time", "iter_time"})
 
 
 @register_parser
-class PyTorchParser(LineParser):
+class PyTorchParser(TableReadingParser):
     name: ClassVar[str] = "pytorch"
     description: ClassVar[str] = "plain PyTorch example prints, torchvision/DETR MetricLogger and timm train/test lines"
-    markers: ClassVar[tuple[str, ...]] = ("Epoch:", "] loss:", "Test", "Train:")
+    markers: ClassVar[tuple[str, ...]] = ("Epoch:", "] loss:", "Test", "Train:") + TABLE_MARKERS
     signature: ClassVar[str] = (
         r"Train Epoch: \d+ \[\d+/|Test set: Average loss:|^.*\[\d+,\s*\d+\] loss: [\d.]"
         r"|Epoch: \[\d+\]\s+\[\s*\d+/\d+\]|^Train: \d+ \[\s*\d+/\d+|^Test:\s+\[\s*\d+/\d+\]"
     )
 
-    def __init__(self, options=None) -> None:
-        super().__init__(options)
-        self._epoch: int | None = None
+    # _step / _epoch (TableReadingParser): the last training line's, where a COCO summary is placed
 
-    def parse_line(self, text, number, wall_time):
+    def parse_own(self, text, number, wall_time):
         if "Epoch" in text:
             if "Train Epoch:" in text:
                 m = _MNIST_TRAIN.search(text)
                 if m:
                     v = to_float(m.group(4))
-                    ep = int(m.group(1))
-                    self._epoch = ep
-                    return [Metric("loss", v, int(m.group(2)), PHASE_TRAIN, None, None, fnum(ep), wall_time, number)]
+                    ep = self._epoch = fnum(int(m.group(1)))
+                    step = self._step = int(m.group(2))
+                    return [Metric("loss", v, step, PHASE_TRAIN, None, None, ep, wall_time, number)]
                 return None
             if "Epoch: [" in text:
                 return self._logger(text, number, wall_time)
@@ -61,7 +59,7 @@ class PyTorchParser(LineParser):
             if "Test set:" in text:
                 m = _MNIST_TEST.search(text)
                 if m:
-                    ep = fnum(self._epoch) if self._epoch is not None else None
+                    ep = self._epoch
                     acc = int(m.group(2)) / max(int(m.group(3)), 1)
                     return [
                         Metric("loss", to_float(m.group(1)), None, PHASE_VAL, None, None, ep, wall_time, number),
@@ -81,11 +79,11 @@ class PyTorchParser(LineParser):
         n, total = int(m.group(4)), int(m.group(5))
         if m.group(1) == "Test:":
             phase, step = PHASE_VAL, n
-            epoch = fnum(self._epoch) if self._epoch is not None else None
+            epoch = self._epoch
         else:
             ep = int(m.group(2) or m.group(3))
-            self._epoch = ep
             phase, step, epoch = PHASE_TRAIN, ep * total + n, fnum(ep)
+            self._step, self._epoch = step, epoch
         out = []
         for key, raw in _KV.findall(text, m.end()):
             name = key.lower()

@@ -13,8 +13,8 @@ from typing import ClassVar
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
-from .base import LineParser
 from .common import NUMBER, fnum, to_float
+from .tables import TABLE_MARKERS, TableReadingParser
 
 __all__ = ["YoloParser"]
 
@@ -31,10 +31,10 @@ _RESULTS_PHASES = (PHASE_TRAIN,) * 6 + (PHASE_VAL,) * 7
 
 
 @register_parser
-class YoloParser(LineParser):
+class YoloParser(TableReadingParser):
     name: ClassVar[str] = "yolo"
     description: ClassVar[str] = "YOLOv5/v7/Ultralytics epoch rows and val 'all' rows, results.txt tables, YOLOX 'epoch: e/n, iter: i/n' lines"
-    markers: ClassVar[tuple[str, ...]] = ("/", "all ")
+    markers: ClassVar[tuple[str, ...]] = ("/",) + TABLE_MARKERS
     signature: ClassVar[str] = (
         r"^\s+Epoch\s+(?:gpu_mem|GPU_mem)\s|^\s*\d+/\d+\s+\d+(?:\.\d+)?G(?:\s+[-\d.e+]+){4,}"
         r"|epoch: \d+/\d+, iter: \d+/\d+|yolox\.core\.trainer"
@@ -44,9 +44,8 @@ class YoloParser(LineParser):
         super().__init__(options)
         self._train_cols: list[str] = []
         self._val_cols: list[str] = []
-        self._epoch: float | None = None
 
-    def parse_line(self, text, number, wall_time):
+    def parse_own(self, text, number, wall_time):
         if "epoch: " in text:
             return self._yolox(text, number, wall_time)
         stripped = text.strip()
@@ -94,7 +93,7 @@ class YoloParser(LineParser):
             return None
         e, it, ipe = int(m.group(1)), int(m.group(3)), int(m.group(4))
         step, epoch = (e - 1) * ipe + it, fnum(e)
-        self._epoch = epoch
+        self._step, self._epoch = step, epoch
         out = []
         for k, raw in _YOLOX_KV.findall(text, m.end()):
             v = to_float(raw)
