@@ -173,9 +173,10 @@ def test_second_handler_for_the_same_file_joins_the_running_writer(tmp_path):
 
 
 def test_logging_after_the_writer_stopped_goes_to_stderr_with_one_warning(tmp_path, capsys):
-    # a handler that knows only the writer's address (connect(), attach()) cannot take over
+    # a handler that sends to the writer's address without taking over (take_over=False)
     server = LogWriterServer.start(tmp_path / "t.log")
-    h = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter("%(message)s"))
+    h = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter("%(message)s"),
+                                          take_over=False)
     log = logging.getLogger(f"unit.{id(h)}")
     log.propagate = False
     log.setLevel(logging.DEBUG)

@@ -24,6 +24,7 @@ from typing import Any
 from .lockfile import WriterLock
 from .protocol import ACK, ENV_VAR, FrameDecoder, ProtocolError
 from .rotation import LogWriterError, RotatingFile, warn as _warn, write_all as _write_all
+from .target import LogTarget, write_target
 
 __all__ = ["LogWriterError", "LogWriterServer", "RotatingFile"]
 
@@ -68,6 +69,9 @@ class LogWriterServer:
             self._wake_r.setblocking(False)
             self._selector.register(self._listener, selectors.EVENT_READ, None)
             self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+            # Clients given only the address learn the file here, so they can take over too.
+            write_target(directory, LogTarget(os.path.realpath(file.path), file.max_bytes,
+                                              file.backup_count, os.path.dirname(directory)))
             lock.publish(self.address)
         except BaseException:
             for closable in (self._selector, self._listener, self._wake_r, self._wake_w):
