@@ -31,19 +31,30 @@ class LogTarget:
 
 def write_target(directory: str, target: LogTarget) -> None:
     """Written before the writer publishes its address, so whoever finds the address finds it."""
-    path = os.path.join(directory, _TARGET_NAME)
-    with open(path, "w", encoding="utf-8") as f:
+    fd = os.open(os.path.join(directory, _TARGET_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                 0o600)  # private whatever the umask: read_target trusts nothing else
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(asdict(target), f)
 
 
 def read_target(address: str) -> LogTarget | None:
     """The target the writer at `address` left beside its socket; None when there is none
-    (a writer of another version, or a socket that is not a trainvisor writer's)."""
+    (a writer of another version, or a socket that is not a trainvisor writer's). Only a
+    note in a directory of ours that nobody else can write counts: a file planted beside a
+    socket in a shared directory must not choose which file this process would write."""
+    directory = os.path.dirname(address)
     try:
-        with open(os.path.join(os.path.dirname(address), _TARGET_NAME), encoding="utf-8") as f:
+        fd = os.open(os.path.join(directory, _TARGET_NAME), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        with open(fd, encoding="utf-8") as f:
+            if not (_private(os.fstat(fd)) and _private(os.stat(directory))):
+                return None
             fields = json.load(f)
         target = LogTarget(str(fields["path"]), int(fields["max_bytes"]), int(fields["backup_count"]),
                            None if fields["socket_dir"] is None else str(fields["socket_dir"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return target
+
+
+def _private(st: os.stat_result) -> bool:
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
