@@ -60,3 +60,13 @@ def timed_worker(path: str, tag: str, count: int, max_bytes: int, backup_count: 
     facts = {"longest_emit": longest, "finished": time.monotonic(), "resent": handler.connection.resent,
              "pid": os.getpid()}
     Path(report).write_text(json.dumps(facts))
+
+
+def server_only(path: str, max_bytes: int, backup_count: int, socket_dir: str, addresses) -> None:
+    """A writer started as the run layer starts one (`LogWriterServer.start`): its clients get
+    only its address. Sends the address, then waits to be killed."""
+    from trainvisor.logging import LogWriterServer
+
+    server = LogWriterServer.start(path, maxBytes=max_bytes, backupCount=backup_count, socket_dir=socket_dir)
+    addresses.put(server.address)
+    time.sleep(600)

@@ -73,8 +73,9 @@ def _log_until_flag(index: int, flag: str, err_dir: str, address: str) -> None:
     err = os.open(os.path.join(err_dir, f"child{index}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(err, 2)
     log = test_logger()
-    # a client that knows only the address (as attach() makes): it cannot take over
-    log.handlers[:] = [MultiProcessingLogHandler.connect(address, formatter=logging.Formatter("%(message)s"))]
+    # a client of the address that declines to take over: it falls back to stderr
+    log.handlers[:] = [MultiProcessingLogHandler.connect(address, formatter=logging.Formatter("%(message)s"),
+                                                         take_over=False)]
     seq = after = 0
     while after < 500:
         log.info(message(f"c{index}", seq))

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from . import logging_peer_workers as peers
+from .logging_workers import message
 from .logcheck import log_files, parse_records, read_log
 from trainvisor.logging import LogWriterError, MultiProcessingLogHandler
 from trainvisor.logging import ava
@@ -285,3 +286,38 @@ def test_two_spellings_of_one_file_share_one_writer(tmp_path):
     b.close()
     a.close()
     assert (tmp_path / "real" / "x.log").read_text() == "via the alias\n"
+
+
+def test_a_client_given_only_the_address_takes_over_a_killed_writer(tmp_path, capfd):
+    ctx = multiprocessing.get_context("fork")
+    path, sockets = tmp_path / "run.log", tmp_path / "sockets"
+    sockets.mkdir()
+    addresses = ctx.Queue()
+    writer = ctx.Process(target=peers.server_only, args=(str(path), 400, 3, str(sockets), addresses))
+    writer.start()
+    address = addresses.get(timeout=30)
+    h = MultiProcessingLogHandler.connect(address, formatter=logging.Formatter("%(message)s"))
+    assert h.server is None and h.connection.target is not None
+    log = logging.getLogger(f"peers.connect.{id(h)}")
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    log.addHandler(h)
+    for seq in range(20):
+        log.info(message("c", seq))
+    h.flush()
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join(10)
+    for seq in range(20, 60):
+        log.info(message("c", seq))
+    # this process became the writer, with the dead writer's rotation settings
+    assert h.server is not None and h.address != address
+    assert (h.server.file.max_bytes, h.server.file.backup_count) == (400, 3)
+    h.close()
+    addresses.close()
+    addresses.join_thread()
+    assert capfd.readouterr().err == ""  # no "unreachable", nothing on stderr
+    files = log_files(path)
+    assert len(files) == 4 and all(p.stat().st_size <= 400 for p in files[:-1])  # rotated, 3 kept
+    got = parse_records(read_log(path))["c"]
+    assert got == list(range(got[0], 60))  # the newest records, whole and in order, none lost
+    assert [p.name for p in sockets.iterdir()] == [], "the dead writer's socket directory was not removed"

@@ -22,6 +22,7 @@ from trainvisor.logging import (
     attach,
     initialize_logger,
 )
+from trainvisor.logging.target import LogTarget, read_target, write_target
 from trainvisor.logging.protocol import MAX_RECORD_BYTES, FrameDecoder, ProtocolError, encode_frame
 
 
@@ -173,9 +174,10 @@ def test_second_handler_for_the_same_file_joins_the_running_writer(tmp_path):
 
 
 def test_logging_after_the_writer_stopped_goes_to_stderr_with_one_warning(tmp_path, capsys):
-    # a handler that knows only the writer's address (connect(), attach()) cannot take over
+    # a handler that sends to the writer's address without taking over (take_over=False)
     server = LogWriterServer.start(tmp_path / "t.log")
-    h = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter("%(message)s"))
+    h = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter("%(message)s"),
+                                          take_over=False)
     log = logging.getLogger(f"unit.{id(h)}")
     log.propagate = False
     log.setLevel(logging.DEBUG)
@@ -259,3 +261,24 @@ def test_half_sent_record_of_a_vanished_sender_is_discarded_not_written(tmp_path
             time.sleep(0.01)
         assert server.torn_records == 1
     assert (tmp_path / "run.log").read_text() == "whole\n"
+
+
+def test_a_client_learns_the_file_only_from_a_note_nobody_else_could_have_written(tmp_path):
+    with LogWriterServer.start(tmp_path / "run.log", maxBytes=500, backupCount=4) as server:
+        h = MultiProcessingLogHandler.connect(server.address)
+        real = os.path.realpath(tmp_path / "run.log")
+        assert h.connection.target == LogTarget(real, 500, 4, os.path.dirname(server.directory))
+        h.close()
+        declined = MultiProcessingLogHandler.connect(server.address, take_over=False)
+        assert declined.connection.target is None
+        declined.close()
+    # the same note beside a socket in a directory others may write is ignored
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    write_target(str(shared), LogTarget(str(tmp_path / "elsewhere.log"), 0, 0))
+    assert read_target(str(shared / "log.sock")) is not None
+    shared.chmod(0o777)
+    assert read_target(str(shared / "log.sock")) is None
+    foreign = MultiProcessingLogHandler.connect(str(shared / "log.sock"))
+    assert foreign.connection.target is None
+    foreign.close()

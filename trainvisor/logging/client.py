@@ -24,6 +24,13 @@ __all__ = ["WriterConnection", "DEFAULT_SEND_TIMEOUT", "OWNING", "write_stderr"]
 DEFAULT_SEND_TIMEOUT = 10.0
 _ACK_EVERY = 256  # records between two non-blocking looks at the writer's acks
 _MAX_UNACKED = 65_536  # beyond this many, wait for the writer (it is behind)
+# Each small send is its own buffer in the kernel (~0.7 KiB of accounting for a 100-byte
+# record), so the default 208 KiB send buffer blocks a sender after ~280 records whenever
+# the writer's thread waits a few ms for its host process's GIL (measured with 4 processes
+# each building its own handler: every sender blocked 20-50 times, 0.3-1 s in all; with this,
+# never). The kernel doubles the request and caps it at net.core.wmem_max; it is only used
+# while the writer is behind, and what it holds is also kept in the unacked queue.
+_SEND_BUFFER_BYTES = 1 << 20
 
 #: Connections whose process runs their writer: kept alive (and closed) until logging shuts down.
 OWNING: set["WriterConnection"] = set()
@@ -219,6 +226,7 @@ class WriterConnection:
             seconds = int(self.send_timeout)
             micros = int((self.send_timeout - seconds) * 1e6)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER_BYTES)
         except OSError as exc:
             sock.close()
             if give_up:

@@ -2,33 +2,15 @@
 processes (whichever takes the `WriterLock`); the others learn its address from the lock file."""
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from .lockfile import WriterLock
 from .rotation import LogWriterError
+from .target import LogTarget
 from .writer import LogWriterServer
 
 __all__ = ["LogTarget", "Elected", "elect"]
-
-
-@dataclass(frozen=True)
-class LogTarget:
-    """What any handler of a file needs to become its writer; travels with pickled handlers.
-    `path` is the real path, so two spellings of one file elect one writer."""
-
-    path: str
-    max_bytes: int
-    backup_count: int
-    socket_dir: str | None = None
-
-    @classmethod
-    def of(cls, filename: str | os.PathLike[str], max_bytes: int, backup_count: int,
-           socket_dir: str | os.PathLike[str] | None = None) -> "LogTarget":
-        return cls(os.path.realpath(os.fspath(filename)), max_bytes, backup_count,
-                   None if socket_dir is None else os.fspath(socket_dir))
 
 
 class Elected(NamedTuple):

@@ -16,6 +16,7 @@ from typing import Any
 
 from .client import DEFAULT_SEND_TIMEOUT, OWNING, WriterConnection, write_stderr
 from .election import LogTarget
+from .target import read_target
 from .protocol import ENV_VAR, encode_frame
 from .rotation import LogWriterError
 from .writer import LogWriterServer
@@ -75,15 +76,17 @@ class MultiProcessingLogHandler(logging.Handler):
     @classmethod
     def connect(cls, address: str, *, level: int = logging.NOTSET,
                 formatter: logging.Formatter | None = None,
-                send_timeout: float = DEFAULT_SEND_TIMEOUT) -> "MultiProcessingLogHandler":
-        """A handler that only sends to the writer at `address`: it never writes the file,
-        and if that writer dies it logs to stderr (it does not know the file to take over)."""
+                send_timeout: float = DEFAULT_SEND_TIMEOUT, take_over: bool = True) -> "MultiProcessingLogHandler":
+        """A handler that sends to the writer at `address`. That writer names its file beside
+        its socket, so when it closes or dies this handler takes over like any other (with
+        `take_over=False`, or a writer that names no file, it logs to stderr from then on)."""
         self = cls.__new__(cls)
         logging.Handler.__init__(self, level)
         self.baseFilename, self.mode, self.maxBytes, self.backupCount = None, "a", 0, 0
         self.encoding = self.errors = None
         self.delay, self._export_env, self._previous_env, self._exported = False, False, None, False
-        self._set_connection(WriterConnection(address, send_timeout=send_timeout))
+        target = read_target(address) if take_over else None
+        self._set_connection(WriterConnection(address, target=target, send_timeout=send_timeout))
         if formatter is not None:
             self.setFormatter(formatter)
         return self

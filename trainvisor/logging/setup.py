@@ -58,12 +58,13 @@ def initialize_logger(workdir: str | os.PathLike[str], node: object = None, debu
 
 def attach(address: str | None = None, *, logger: logging.Logger | None = None,
            level: int | None = logging.INFO, fmt: str = DEFAULT_FORMAT, node: object = None,
-           capture_uncaught: bool = True) -> MultiProcessingLogHandler | None:
+           capture_uncaught: bool = True, take_over: bool = True) -> MultiProcessingLogHandler | None:
     """Send this process's logging to the writer named by `address` or `TRAINVISOR_LOG_ADDRESS`.
 
     For processes nobody handed the handler to: spawned workers (`Pool(initializer=attach)`)
     and the training program's own processes under `trainvisor run`. Returns None when no
-    writer is named; returns the existing handler when this logger already sends there."""
+    writer is named; returns the existing handler when this logger already sends there.
+    If that writer closes or dies, the handler takes over its file (see `connect`)."""
     address = address or os.environ.get(ENV_VAR)
     if not address:
         return None
@@ -73,7 +74,8 @@ def attach(address: str | None = None, *, logger: logging.Logger | None = None,
     for handler in target.handlers:
         if isinstance(handler, MultiProcessingLogHandler) and handler.address == address:
             return handler
-    handler = MultiProcessingLogHandler.connect(address, formatter=_NodeFormatter(fmt, node=node))
+    handler = MultiProcessingLogHandler.connect(address, formatter=_NodeFormatter(fmt, node=node),
+                                                take_over=take_over)
     target.addHandler(handler)
     if capture_uncaught:
         log_uncaught_exceptions()

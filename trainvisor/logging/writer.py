@@ -24,6 +24,7 @@ from typing import Any
 from .lockfile import WriterLock
 from .protocol import ACK, ENV_VAR, FrameDecoder, ProtocolError
 from .rotation import LogWriterError, RotatingFile, warn as _warn, write_all as _write_all
+from .target import LogTarget, write_target
 
 __all__ = ["LogWriterError", "LogWriterServer", "RotatingFile"]
 
@@ -68,6 +69,9 @@ class LogWriterServer:
             self._wake_r.setblocking(False)
             self._selector.register(self._listener, selectors.EVENT_READ, None)
             self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+            # Clients given only the address learn the file here, so they can take over too.
+            write_target(directory, LogTarget(os.path.realpath(file.path), file.max_bytes,
+                                              file.backup_count, os.path.dirname(directory)))
             lock.publish(self.address)
         except BaseException:
             for closable in (self._selector, self._listener, self._wake_r, self._wake_w):
@@ -145,7 +149,9 @@ class LogWriterServer:
                 batch: list[bytes] = []
                 senders: list[tuple[socket.socket, FrameDecoder]] = []
                 received = 0
-                for key, _ in self._selector.select():
+                events = self._selector.select()
+                woke = time.monotonic()
+                for key, _ in events:
                     sock = key.fileobj
                     if sock is self._listener:
                         self._accept()
@@ -157,10 +163,13 @@ class LogWriterServer:
                 if batch:
                     self._write(batch)
                     _ack(senders)
-                if 0 < received < _COALESCE_BYTES and not stopping:
+                pause = _COALESCE_SECONDS - (time.monotonic() - woke)
+                if 0 < received < _COALESCE_BYTES and pause > 0 and not stopping:
                     # Let records pile up for a moment: one wake-up, recv and write per
                     # batch instead of per record is what makes the single writer keep up.
-                    time.sleep(_COALESCE_SECONDS)
+                    # A round that took that long already (its host's own threads held the
+                    # GIL) has coalesced enough: another wait for the GIL would only add delay.
+                    time.sleep(pause)
             self._drain()
         except Exception as exc:  # the writer must report, never take the process down
             _warn(f"log writer for {self.file.path} failed: {type(exc).__name__}: {exc}")
