@@ -178,16 +178,19 @@ class LogWriterServer:
 
     def _accept(self) -> None:
         while True:
-            try:
-                conn, _ = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
-                _warn(f"cannot accept a log connection: {exc}")
-                return
-            conn.setblocking(False)
-            decoder = FrameDecoder()
+            # Accepted and registered under the lock a fork takes: a child forked in between would
+            # inherit a connection it does not know of, keep its socket open after we die, and the
+            # sender would go on filling a buffer nobody reads instead of falling back.
             with self._lock:
+                try:
+                    conn, _ = self._listener.accept()
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
+                    _warn(f"cannot accept a log connection: {exc}")
+                    return
+                conn.setblocking(False)
+                decoder = FrameDecoder()
                 self._connections[conn] = decoder
                 self._selector.register(conn, selectors.EVENT_READ, decoder)
 
