@@ -58,6 +58,12 @@ class LogWriterServer:
         self._closed = False
         self._torn = 0
         self.close_at_exit = True
+        self.records_to_stderr = True
+        """When the file cannot be written: True sends the records to stderr (a user's own log stays
+        visible somewhere); False drops them with one warning until the file can be written again
+        (a supervised run's log, whose stderr is the training's)."""
+        self.warn_on_drop = True
+        self._dropping = False
         self._connections: dict[socket.socket, FrameDecoder] = {}
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._wake_r, self._wake_w = socket.socketpair()
@@ -225,12 +231,19 @@ class LogWriterServer:
     def _write(self, payloads: list[bytes]) -> None:
         try:
             self.file.write_records(payloads, self._lock)
-        except OSError as exc:  # disk full, file removed: keep the records visible somewhere
+        except OSError as exc:  # disk full, file removed
+            if not self.records_to_stderr:
+                if not self._dropping and self.warn_on_drop:
+                    _warn(f"cannot write {self.file.path} ({exc.strerror or exc}); going on without it")
+                self._dropping = True
+                return
             _warn(f"cannot write {self.file.path}: {exc}; records follow on stderr")
             try:
                 _write_all(2, b"".join(payloads))
             except OSError:
                 pass
+        else:
+            self._dropping = False
 
     def _drop(self, conn: socket.socket, decoder: FrameDecoder, *, torn: bool = True) -> None:
         if torn and decoder.pending:

@@ -40,6 +40,9 @@ class RunLogging:
             from ..logging import LogWriterServer, MultiProcessingLogHandler
 
             server = LogWriterServer.start(run_dir / RUN_LOG_NAME, maxBytes=64 << 20, backupCount=10)
+            # Its stderr is the training's: a run log that cannot be written (disk full) is said once,
+            # never flooded into the training's output.
+            server.records_to_stderr, server.warn_on_drop = False, not quiet
             own.append(MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter(_FORMAT)))
             library = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter(_FORMAT))
             library.setLevel(logging.WARNING)
