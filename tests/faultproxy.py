@@ -145,6 +145,12 @@ class _Server(ThreadingHTTPServer):
             self._open.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a killed client is expected here
+            super().handle_error(request, client_address)
+
     def close_connections(self) -> None:
         with self._open_lock:
             conns = list(self._open)

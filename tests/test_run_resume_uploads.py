@@ -1,0 +1,160 @@
+"""`trainvisor run` killed with SIGKILL in the middle of an S3 upload, then finished by the same
+`trainvisor run --run-dir DIR` again or by `trainvisor resume DIR` (subprocesses, fake Caffe,
+moto behind the fault proxy): the run keeps its id and object keys, every part goes up once, no
+multipart upload stays open, metrics.jsonl keeps the first attempt's records. And the drain at
+exit is bounded by --drain-timeout while a large upload is still in flight."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import boto3
+import pytest
+
+from tests.conftest import FAKE_CAFFE, s3_env
+from tests.faultproxy import FaultProxy
+
+TRAINVISOR = [sys.executable, "-m", "trainvisor"]
+MB = 1 << 20
+LARGE = 24 * MB  # lenet_iter_100.caffemodel: 3 parts of 8 MiB
+PARTS_2_3 = r"(^|&)partNumber=[23](&|$)"
+
+
+class Store(NamedTuple):
+    s3: object
+    proxy: FaultProxy
+    bucket: str
+
+
+@pytest.fixture
+def store(moto_endpoint):
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    bucket = "ckpt-" + os.urandom(4).hex()  # moto's store outlives its server: a bucket per test
+    s3.create_bucket(Bucket=bucket)
+    with FaultProxy(moto_endpoint) as proxy:
+        yield Store(s3, proxy, bucket)
+
+
+def _argv(work: Path, bucket: str, *training: str, drain: float = 60) -> list[str]:
+    """A fake Caffe run of 100 iterations, 10 snapshot sets; the 10th weights file is LARGE."""
+    return TRAINVISOR + ["run", "--run-dir", str(work / "run"), "--watch", str(work / "snap"),
+                         "--upload-to", f"s3://{bucket}/b", "--drain-timeout", str(drain), "--",
+                         sys.executable, str(FAKE_CAFFE), "train", "--generate", "100",
+                         "--snapshot-dir", str(work / "snap"), "--snapshot-size", "1024",
+                         "--large-size", str(LARGE), "--large-every", "10", *training]
+
+
+def _run_id(work: Path) -> str:
+    return json.loads((work / "run" / "run.json").read_text())["run_id"]
+
+
+def _killed_mid_upload(work: Path, proxy: FaultProxy, bucket: str, env: dict) -> tuple[str, set[int], list[str]]:
+    """The first attempt, SIGKILLed once part 1 of the large file is stored and parts 2-3 are
+    held by the proxy; returns the run id, the parts stored, and metrics.jsonl's lines then."""
+    proxy.inject("PUT", r"lenet_iter_100\.caffemodel$", 3.0, times=2, query_regex=PARTS_2_3)
+    first = subprocess.Popen(_argv(work, bucket, "--sleep-at-end", "60"), cwd=work, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while 1 not in proxy.accepted_parts() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    assert proxy.accepted_parts() == [1], "the kill did not land in the middle of the upload"
+    # The held parts reach the store after the kill: the restart must find them, not resend them.
+    while proxy.count("PUT", PARTS_2_3) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = (work / "run" / "metrics.jsonl").read_text().splitlines()
+    return _run_id(work), set(proxy.accepted_parts()), lines
+
+
+def _journal_keys(work: Path) -> list[str]:
+    """Every key the journal holds, which must all be verified."""
+    db = sqlite3.connect(work / "run" / "uploads.sqlite")
+    try:
+        rows = db.execute("SELECT key, state FROM files ORDER BY key").fetchall()
+    finally:
+        db.close()
+    assert {state for _, state in rows} == {"verified"}
+    return [key for key, _ in rows]
+
+
+def _single_puts(proxy: FaultProxy) -> collections.Counter:
+    """Accepted whole-object PUTs by path (the preflight's probe aside)."""
+    return collections.Counter(p for m, p, q, s in proxy.requests
+                               if m == "PUT" and s == 200 and not q and not p.endswith("/.trainvisor-probe"))
+
+
+@pytest.mark.parametrize("how", ["run again", "resume"])
+def test_a_run_killed_mid_upload_is_finished_under_its_own_id_without_sending_anything_twice(
+        store, tmp_path, how):
+    s3, proxy, bucket = store
+    work = tmp_path / "w"
+    (work / "snap").mkdir(parents=True)
+    env = s3_env(proxy.url, tmp_path)
+    run_id, parts_before, metrics_before = _killed_mid_upload(work, proxy, bucket, env)
+    assert parts_before == {1, 2, 3} and metrics_before
+    if how == "resume":
+        argv = TRAINVISOR + ["resume", str(work / "run")]
+    else:  # the training, restarted from its last checkpoint, writes no old snapshot again
+        argv = _argv(work, bucket, "--no-snapshots")
+    second = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr[-2000:]
+
+    assert _run_id(work) == run_id
+    assert sorted(proxy.accepted_parts()) == [1, 2, 3]  # each part stored once, none sent again
+    assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 1  # one multipart upload
+    assert proxy.count("POST", r"(^|&)uploadId=", status=200) == 1  # completed once
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="b/")["Contents"]]
+    assert all(k.startswith(f"b/{run_id}/") for k in keys), (run_id, keys)
+    journaled = _journal_keys(work)
+    assert sorted(keys) == journaled and f"b/{run_id}/lenet_iter_100.manifest.json" in keys
+    assert len(keys) == 3 * sum(k.endswith(".manifest.json") for k in keys)  # whole sets, manifest last
+    assert all(n == 1 for n in _single_puts(proxy).values())  # no small file or manifest twice
+    (large,) = (work / "snap").rglob("lenet_iter_100.caffemodel")
+    rel = large.relative_to(work / "snap").as_posix()
+    assert s3.get_object(Bucket=bucket, Key=f"b/{run_id}/{rel}")["Body"].read() == large.read_bytes()
+    metrics = (work / "run" / "metrics.jsonl").read_text().splitlines()
+    assert metrics[:len(metrics_before)] == metrics_before  # the first attempt's records, all kept
+    assert len(metrics) > len(metrics_before) if how == "run again" else len(metrics) == len(metrics_before)
+
+
+def test_drain_timeout_bounds_the_exit_while_a_large_upload_is_in_flight(store, tmp_path):
+    """Every part of the large file held 20 s on the way (a slow link): the training ends, the
+    drain gives up after 2 s, trainvisor exits within 3 s of the training's end and lists the
+    file as pending; the upload is left to a resume."""
+    s3, proxy, bucket = store
+    work = tmp_path / "w"
+    (work / "snap").mkdir(parents=True)
+    proxy.inject("PUT", r"lenet_iter_100\.caffemodel$", 20.0, times=3, query_regex=r"(^|&)partNumber=")
+    sleep_at_end = 1.0
+    proc = subprocess.Popen(_argv(work, bucket, "--sleep-at-end", str(sleep_at_end), drain=2), cwd=work,
+                            env=s3_env(proxy.url, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    last_line = [0.0]
+
+    def read() -> None:
+        for raw in proc.stderr:
+            if b"Optimization Done" in raw:
+                last_line[0] = time.monotonic()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    proc.wait(60)
+    exited = time.monotonic()
+    reader.join(10)
+    proc.stderr.close()
+    training_end = last_line[0] + sleep_at_end
+    assert last_line[0] and exited - training_end < 3.0, f"exit {exited - training_end:.1f} s after the training"
+    log_text = (work / "run" / "train.log").read_text()
+    assert "upload not finished within drain timeout" in log_text and "lenet_iter_100.caffemodel" in log_text
+    assert proxy.count("POST", r"(^|&)uploadId=") == 0  # not completed
