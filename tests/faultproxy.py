@@ -218,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
             p._log(self.command, self.path, -1)
             return self._hang_up()
         if isinstance(fault, float):
-            time.sleep(fault)  # a slow link: the request is in flight that long
+            p._stopping.wait(fault)  # a slow link: the request is in flight that long (or until stop)
         elif isinstance(fault, int):
             payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
                        f"{'ServiceUnavailable' if fault == 503 else 'InternalError'}</Code>"

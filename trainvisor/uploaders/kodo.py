@@ -16,7 +16,6 @@ import os
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Optional
 
@@ -27,6 +26,7 @@ from qiniu.services.storage.uploaders import FormUploader, ResumeUploaderV2
 
 from .background import Background
 from .base import Progress, UploadedObject, UploadError
+from .pool import DaemonThreadPool
 from .records import ResumeRecords
 
 __all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
@@ -207,7 +207,7 @@ class KodoUploader:
 
         for restart in (False, True):
             recorder = _VersionRecorder(folder) if folder else None
-            with ThreadPoolExecutor(self._concurrency, thread_name_prefix="trainvisor-kodo") as pool:
+            with DaemonThreadPool(self._concurrency, thread_name_prefix="trainvisor-kodo") as pool:
                 uploader = ResumeUploaderV2(
                     self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme,
                     part_size=PART_SIZE, upload_progress_recorder=recorder, concurrent_executor=pool,

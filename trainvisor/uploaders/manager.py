@@ -12,13 +12,14 @@ import os
 import random
 import threading
 import time
-from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
+from .pool import DaemonThreadPool
 from .journal import FAILED, QUEUED, UPLOADING, VERIFIED, Journal, JournalStates
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
@@ -85,7 +86,7 @@ class UploadManager:
     """Bounded-concurrency uploads of checkpoint sets; `key_template` uses prefix, run_id, relpath.
 
     With `manifests=False` (`trainvisor upload`), each set is just its files. `executor` runs one
-    set per task (default: a ThreadPoolExecutor of `concurrency` workers, shut down by `close`;
+    set per task (default: a DaemonThreadPool of `concurrency` workers, shut down by `close`;
     an executor passed in stays the caller's). Use it as a context manager: leaving it closes.
     """
 
@@ -123,8 +124,8 @@ class UploadManager:
         self._set_keys: set[str] = set()
         self._set_locks: dict[str, threading.Lock] = {}
         self._own_pool = executor is None
-        self._pool: Executor = executor or ThreadPoolExecutor(max(1, concurrency),
-                                                              thread_name_prefix="trainvisor-upload")
+        self._pool: Executor = executor or DaemonThreadPool(max(1, concurrency),
+                                                             thread_name_prefix="trainvisor-upload")
 
     def __enter__(self) -> "UploadManager":
         return self

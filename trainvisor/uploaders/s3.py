@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, wait
 from typing import Optional
 
 import boto3
@@ -32,6 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from .base import Progress, UploadedObject, UploadError
+from .pool import DaemonThreadPool
 from .records import ResumeRecords, S3ResumeRecord
 
 __all__ = ["S3Uploader", "part_size_for"]
@@ -253,7 +254,7 @@ class S3Uploader:
             return entry, digest
 
         try:
-            with ThreadPoolExecutor(self.config.max_request_concurrency, thread_name_prefix="trainvisor-s3") as pool:
+            with DaemonThreadPool(self.config.max_request_concurrency, thread_name_prefix="trainvisor-s3") as pool:
                 futures = [pool.submit(one, n) for n in range(1, count + 1)]
                 wait(futures, return_when=FIRST_EXCEPTION)
                 failed = next((f for f in futures if f.done() and f.exception() is not None), None)
