@@ -21,7 +21,7 @@ import boto3
 import pytest
 
 from tests.conftest import FAKE_CAFFE, s3_env
-from tests.faultproxy import FaultProxy
+from tests.faultproxy import FaultProxy, HoldReply
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 MB = 1 << 20
@@ -166,3 +166,32 @@ def test_parts_in_flight_do_not_hold_the_exit_and_the_file_is_listed_pending(sto
     assert took < 5.0, f"exit {took:.1f} s after the training"
     pending = [line for line in log_text.splitlines() if "upload not finished within drain timeout 2s" in line]
     assert any(line.endswith("lenet_iter_100.caffemodel") for line in pending), log_text[-2000:]
+
+
+def test_an_upload_completed_while_trainvisor_exits_is_recognised_by_the_resume_and_not_sent_again(
+        store, tmp_path):
+    """The store completes the large file's upload, but its reply is held past the drain timeout
+    (1 s): trainvisor exits with the file pending and its record kept; `trainvisor resume` finds
+    the object whole (HEAD: size, multipart ETag) and sends nothing: no part, no new upload."""
+    s3, proxy, bucket = store
+    work = tmp_path / "w"
+    (work / "snap").mkdir(parents=True)
+    env = s3_env(proxy.url, tmp_path)
+    proxy.inject("POST", r"lenet_iter_100\.caffemodel$", HoldReply(60), query_regex=r"(^|&)uploadId=")
+    first = subprocess.run(_argv(work, bucket, drain=1), cwd=work, env=env, capture_output=True, timeout=60)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert proxy.count("POST", r"(^|&)uploadId=", status=200) == 1  # the store completed it
+    log_text = (work / "run" / "train.log").read_text()
+    assert any("upload not finished within drain timeout" in line and line.endswith("lenet_iter_100.caffemodel")
+               for line in log_text.splitlines())
+    mark = len(proxy.requests)
+
+    second = subprocess.run(TRAINVISOR + ["resume", str(work / "run")], cwd=work, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert second.returncode == 0, second.stderr[-2000:]
+    sent = [(m, p, q) for m, p, q, _ in proxy.requests[mark:]
+            if m in ("PUT", "POST") and "lenet_iter_100.caffemodel" in p]
+    assert sent == []  # recognised: no part, no new upload, no completion
+    assert sorted(proxy.accepted_parts()) == [1, 2, 3]
+    assert _journal_keys(work)  # every key verified, the large file included
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
