@@ -17,7 +17,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import qiniu
 from qiniu.http.endpoint import Endpoint
@@ -237,10 +237,12 @@ class KodoUploader:
         return os.path.join(self._state_dir, hashlib.sha1(version).hexdigest()[:20])
 
 
-def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | dict[str, str]") -> KodoUploader:
+def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | dict[str, str]",
+              check_hosts: Callable[[KodoHosts], None] = lambda hosts: None) -> KodoUploader:
     """`kodo://bucket/prefix[?up_host=URL&rs_host=URL&region=ID]`; hosts default to
     QINIU_UP_HOST / QINIU_RS_HOST / QINIU_REGION, credentials come from QINIU_ACCESS_KEY and
-    QINIU_SECRET_KEY only (never from the URL, which ends up in logs)."""
+    QINIU_SECRET_KEY only (never from the URL, which ends up in logs). `check_hosts` may refuse
+    the hosts (offline mode) before any SDK object is built from them."""
     from urllib.parse import parse_qs, urlsplit
 
     from ..errors import ConfigError
@@ -262,6 +264,7 @@ def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | di
     if not hosts.up_host and not hosts.region_id:
         raise ConfigError(f"{url}: set QINIU_UP_HOST (or QINIU_REGION, e.g. z0) so trainvisor never has to "
                           "look the bucket's region up")
+    check_hosts(hosts)
     access_key, secret_key = env.get("QINIU_ACCESS_KEY"), env.get("QINIU_SECRET_KEY")
     if not access_key or not secret_key:
         raise ConfigError(f"{url}: QINIU_ACCESS_KEY and QINIU_SECRET_KEY must be set")
