@@ -192,6 +192,30 @@ class KodoUploader:
             progress(st.st_size)
         return UploadedObject(key=key, size=st.st_size, checksum=f"qetag:{got}")
 
+    def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
+        """The object under `key` when it already holds exactly the bytes of `local_path` (stat:
+        same size and qiniu etag), else None; also None without an rs host to ask. Called for a
+        key an interrupted attempt may have finished (a kill after the store completed it)."""
+        if self._hosts.up_host and not self._hosts.rs_host:
+            return None
+        try:
+            st = os.stat(local_path)
+            manager = qiniu.BucketManager(self._auth, regions=self._regions, preferred_scheme=self._hosts.scheme)
+            ret, info = manager.stat(self.bucket, key)
+            if ret is None:
+                if getattr(info, "status_code", None) == 612:  # no such object
+                    return None
+                raise self._error(f"stat of {key}", info)
+            etag = qiniu_etag(local_path) if ret.get("fsize") == st.st_size else None
+        except OSError as exc:
+            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
+        if etag is None or ret.get("hash") != etag:
+            return None
+        folder = self._record_folder(key, st)
+        if folder:  # the progress record of this version is of no further use
+            shutil.rmtree(folder, ignore_errors=True)
+        return UploadedObject(key=key, size=st.st_size, checksum=f"qetag:{etag}")
+
     def _form(self, path: str, key: str, size: int):
         uploader = FormUploader(self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme)
         return uploader.upload(key, file_path=path, up_token=self._token(key, size))
