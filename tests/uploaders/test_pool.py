@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -26,6 +27,10 @@ def test_results_errors_and_at_most_n_workers_at_once():
 
     with DaemonThreadPool(2, thread_name_prefix="t-pool") as pool:
         futures = [pool.submit(task, i) for i in range(6)]
+        deadline = time.monotonic() + 5
+        while running[0] < 2 and time.monotonic() < deadline:  # both workers busy, the rest queued
+            time.sleep(0.01)
+        time.sleep(0.05)  # a third worker, were there one, would start now
         gate.set()
         results = [f.exception() or f.result() for f in futures]
     assert results[:3] == [0, 10, 20] and str(results[3]) == "three" and results[4:] == [40, 50]
