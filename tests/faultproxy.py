@@ -15,13 +15,20 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 from urllib.parse import urlsplit
 
-__all__ = ["FaultProxy"]
+__all__ = ["FaultProxy", "HoldReply"]
 
 _PART_NUMBER = re.compile(r"(?:^|&)partNumber=(\d+)")
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+
+
+class HoldReply(NamedTuple):
+    """A fault action: the request reaches the store (which acts on it), then its reply is held
+    `seconds` (or until the proxy stops) before the client gets it: a reply lost to a kill."""
+
+    seconds: float
 
 
 @dataclass
@@ -29,7 +36,7 @@ class _Fault:
     method: str
     path: "re.Pattern[str]"
     query: "Optional[re.Pattern[str]]"
-    action: Union[int, float, str]
+    action: Union[int, float, str, HoldReply]
     times: int
 
 
@@ -40,12 +47,14 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._faults: list[_Fault] = []
         self._down_until = 0.0
+        self._stopping = threading.Event()  # ends every HoldReply at stop()
         self.requests: list[tuple[str, str, str, int]] = []  # method, path, query, status (-1: dropped)
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
         self.url = ""
 
     def start(self) -> "FaultProxy":
+        self._stopping.clear()
         handler = type("Handler", (_Handler,), {"proxy": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
@@ -57,6 +66,7 @@ class FaultProxy:
     def stop(self) -> None:
         if self._httpd is None:
             return
+        self._stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._httpd.close_connections()
@@ -70,11 +80,12 @@ class FaultProxy:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def inject(self, method: str, path_regex: str, action: Union[int, float, str], times: int = 1,
+    def inject(self, method: str, path_regex: str, action: Union[int, float, str, HoldReply], times: int = 1,
                query_regex: Optional[str] = None) -> None:
         """The next `times` matching requests get `action`: a status (an int: S3-style XML error,
-        after the body was read), "drop" (half the body read, then the connection closed), or a
-        hold (a float: the whole body read, then held that many seconds before it is forwarded)."""
+        after the body was read), "drop" (half the body read, then the connection closed), a
+        hold (a float: the whole body read, then held that many seconds before it is forwarded),
+        or HoldReply (forwarded at once, the store's reply held)."""
         with self._lock:
             self._faults.append(_Fault(method.upper(), re.compile(path_regex),
                                        re.compile(query_regex) if query_regex else None, action, times))
@@ -133,6 +144,12 @@ class _Server(ThreadingHTTPServer):
         with self._open_lock:
             self._open.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a killed client is expected here
+            super().handle_error(request, client_address)
 
     def close_connections(self) -> None:
         with self._open_lock:
@@ -201,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
             p._log(self.command, self.path, -1)
             return self._hang_up()
         if isinstance(fault, float):
-            time.sleep(fault)  # a slow link: the request is in flight that long
+            p._stopping.wait(fault)  # a slow link: the request is in flight that long (or until stop)
         elif isinstance(fault, int):
             payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
                        f"{'ServiceUnavailable' if fault == 503 else 'InternalError'}</Code>"
@@ -231,6 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._hang_up()
         data = resp.read()
         p._log(self.command, self.path, resp.status)  # the store has done it, whether or not the client hears
+        if isinstance(fault, HoldReply):
+            p._stopping.wait(fault.seconds)
         try:
             self.send_response(resp.status, resp.reason)
             for k, v in resp.getheaders():

@@ -83,12 +83,13 @@ def _open_kodo(url: str, state_dir: Optional[str]) -> Uploader:
 
     from .kodo import open_kodo  # the qiniu SDK is imported only when asked for
 
-    uploader = open_kodo(url, state_dir=state_dir, env=os.environ)
-    hosts = uploader.hosts
-    _refuse_public_host_when_offline(hosts.up_host, url, "Qiniu's public hosts")
-    if hosts.rs_host:
-        _refuse_public_host_when_offline(hosts.rs_host, url, "Qiniu's public hosts")
-    return uploader
+    def offline_check(hosts) -> None:
+        # Before the SDK sees a region id: from one it derives (and would resolve) public hosts.
+        _refuse_public_host_when_offline(hosts.up_host, url, "Qiniu's public hosts")
+        if hosts.rs_host:
+            _refuse_public_host_when_offline(hosts.rs_host, url, "Qiniu's public hosts")
+
+    return open_kodo(url, state_dir=state_dir, env=os.environ, check_hosts=offline_check)
 
 
 register_uploader("kodo", _open_kodo)

@@ -33,7 +33,11 @@ class UploadedObject:
 
 
 class Uploader(Protocol):
-    """One destination. `upload` returns only once the stored object is verified, else raises."""
+    """One destination. `upload` returns only once the stored object is verified, else raises.
+
+    Optional: `stored(local_path, key) -> Optional[UploadedObject]`, the object when the store
+    already holds exactly these bytes (S3, Kodo). The manager asks it for a key a killed attempt
+    left `uploading`, so an upload the store completed just before the kill is not sent again."""
 
     url: str
 

@@ -16,9 +16,8 @@ import os
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import qiniu
 from qiniu.http.endpoint import Endpoint
@@ -27,6 +26,7 @@ from qiniu.services.storage.uploaders import FormUploader, ResumeUploaderV2
 
 from .background import Background
 from .base import Progress, UploadedObject, UploadError
+from .pool import DaemonThreadPool
 from .records import ResumeRecords
 
 __all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
@@ -192,6 +192,30 @@ class KodoUploader:
             progress(st.st_size)
         return UploadedObject(key=key, size=st.st_size, checksum=f"qetag:{got}")
 
+    def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
+        """The object under `key` when it already holds exactly the bytes of `local_path` (stat:
+        same size and qiniu etag), else None; also None without an rs host to ask. Called for a
+        key an interrupted attempt may have finished (a kill after the store completed it)."""
+        if self._hosts.up_host and not self._hosts.rs_host:
+            return None
+        try:
+            st = os.stat(local_path)
+            manager = qiniu.BucketManager(self._auth, regions=self._regions, preferred_scheme=self._hosts.scheme)
+            ret, info = manager.stat(self.bucket, key)
+            if ret is None:
+                if getattr(info, "status_code", None) == 612:  # no such object
+                    return None
+                raise self._error(f"stat of {key}", info)
+            etag = qiniu_etag(local_path) if ret.get("fsize") == st.st_size else None
+        except OSError as exc:
+            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
+        if etag is None or ret.get("hash") != etag:
+            return None
+        folder = self._record_folder(key, st)
+        if folder:  # the progress record of this version is of no further use
+            shutil.rmtree(folder, ignore_errors=True)
+        return UploadedObject(key=key, size=st.st_size, checksum=f"qetag:{etag}")
+
     def _form(self, path: str, key: str, size: int):
         uploader = FormUploader(self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme)
         return uploader.upload(key, file_path=path, up_token=self._token(key, size))
@@ -207,7 +231,7 @@ class KodoUploader:
 
         for restart in (False, True):
             recorder = _VersionRecorder(folder) if folder else None
-            with ThreadPoolExecutor(self._concurrency, thread_name_prefix="trainvisor-kodo") as pool:
+            with DaemonThreadPool(self._concurrency, thread_name_prefix="trainvisor-kodo") as pool:
                 uploader = ResumeUploaderV2(
                     self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme,
                     part_size=PART_SIZE, upload_progress_recorder=recorder, concurrent_executor=pool,
@@ -237,10 +261,12 @@ class KodoUploader:
         return os.path.join(self._state_dir, hashlib.sha1(version).hexdigest()[:20])
 
 
-def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | dict[str, str]") -> KodoUploader:
+def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | dict[str, str]",
+              check_hosts: Callable[[KodoHosts], None] = lambda hosts: None) -> KodoUploader:
     """`kodo://bucket/prefix[?up_host=URL&rs_host=URL&region=ID]`; hosts default to
     QINIU_UP_HOST / QINIU_RS_HOST / QINIU_REGION, credentials come from QINIU_ACCESS_KEY and
-    QINIU_SECRET_KEY only (never from the URL, which ends up in logs)."""
+    QINIU_SECRET_KEY only (never from the URL, which ends up in logs). `check_hosts` may refuse
+    the hosts (offline mode) before any SDK object is built from them."""
     from urllib.parse import parse_qs, urlsplit
 
     from ..errors import ConfigError
@@ -262,6 +288,7 @@ def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | di
     if not hosts.up_host and not hosts.region_id:
         raise ConfigError(f"{url}: set QINIU_UP_HOST (or QINIU_REGION, e.g. z0) so trainvisor never has to "
                           "look the bucket's region up")
+    check_hosts(hosts)
     access_key, secret_key = env.get("QINIU_ACCESS_KEY"), env.get("QINIU_SECRET_KEY")
     if not access_key or not secret_key:
         raise ConfigError(f"{url}: QINIU_ACCESS_KEY and QINIU_SECRET_KEY must be set")

@@ -12,14 +12,15 @@ import os
 import random
 import threading
 import time
-from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
-from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalStates
+from .pool import DaemonThreadPool
+from .journal import FAILED, QUEUED, UPLOADING, VERIFIED, Journal, JournalStates
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
 
@@ -85,7 +86,7 @@ class UploadManager:
     """Bounded-concurrency uploads of checkpoint sets; `key_template` uses prefix, run_id, relpath.
 
     With `manifests=False` (`trainvisor upload`), each set is just its files. `executor` runs one
-    set per task (default: a ThreadPoolExecutor of `concurrency` workers, shut down by `close`;
+    set per task (default: a DaemonThreadPool of `concurrency` workers, shut down by `close`;
     an executor passed in stays the caller's). Use it as a context manager: leaving it closes.
     """
 
@@ -123,8 +124,8 @@ class UploadManager:
         self._set_keys: set[str] = set()
         self._set_locks: dict[str, threading.Lock] = {}
         self._own_pool = executor is None
-        self._pool: Executor = executor or ThreadPoolExecutor(max(1, concurrency),
-                                                              thread_name_prefix="trainvisor-upload")
+        self._pool: Executor = executor or DaemonThreadPool(max(1, concurrency),
+                                                             thread_name_prefix="trainvisor-upload")
 
     def __enter__(self) -> "UploadManager":
         return self
@@ -252,8 +253,30 @@ class UploadManager:
         checksum = self._journal.verified_checksum(key, size=st.st_size, mtime_ns=st.st_mtime_ns)
         return None if checksum is None else UploadedObject(key=key, size=st.st_size, checksum=checksum)
 
+    def _stored_by_interrupted_attempt(self, path: str, key: str) -> Optional[UploadedObject]:
+        """An attempt of an earlier trainvisor that was killed while uploading `key` (journaled
+        `uploading`) may have finished it in the store: when the destination can tell
+        (`stored(path, key)`) and the object is exactly this file, it is journaled verified
+        rather than sent again. Any doubt (an error, the file changing) means: upload it."""
+        find = getattr(self._up, "stored", None)
+        entry = self._journal.get(key)
+        if find is None or entry is None or entry.state != UPLOADING:
+            return None
+        try:
+            before = os.stat(path)
+            obj = find(path, key)
+            after = os.stat(path)
+        except (OSError, UploadError) as exc:
+            log.info("cannot tell whether %s is already stored (%s): uploading it", key, exc)
+            return None
+        if obj is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+            return None
+        self._journal.verified(key, obj.checksum, size=after.st_size, mtime_ns=after.st_mtime_ns)
+        log.info("%s was stored by an interrupted attempt (%s): verified, not sent again", key, obj.checksum)
+        return obj
+
     def _upload_one(self, path: str, key: str) -> Optional[UploadedObject]:
-        done = self._already_verified(path, key)
+        done = self._already_verified(path, key) or self._stored_by_interrupted_attempt(path, key)
         if done is not None:
             with self._lock:
                 self._bytes_done += done.size

@@ -11,13 +11,19 @@ Each part's returned ETag is checked against the md5 of the bytes sent, and the 
 (HEAD) against the multipart ETag built from them (md5 of the part md5s, `-N`) and the file's
 length. A recorded upload of an older version of the file, or one that failed permanently, is
 aborted so no orphaned parts stay billed in the bucket.
+
+A recorded upload the store no longer knows may be one it completed just before trainvisor was
+killed (or before the reply to CompleteMultipartUpload was lost): the object is then HEADed and,
+when its size and ETag are those of the local bytes (cut at the recorded part size), taken as
+uploaded; nothing is sent again. `stored` does the same check for a caller that knows an earlier
+attempt was interrupted (a small file has no record to go by).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import threading
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, wait
 from typing import Optional
 
 import boto3
@@ -26,6 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from .base import Progress, UploadedObject, UploadError
+from .pool import DaemonThreadPool
 from .records import ResumeRecords, S3ResumeRecord
 
 __all__ = ["S3Uploader", "part_size_for"]
@@ -43,6 +50,17 @@ def part_size_for(size: int, base: int = _PART) -> int:
 
 def _combined_etag(digests: list[bytes]) -> str:
     return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
+
+
+def _local_etag(fd: int, size: int, part: int, *, multipart: bool) -> str:
+    """The ETag S3 gives these bytes: md5 of the whole, or of the part md5s for a multipart upload."""
+    if not multipart:
+        md5 = hashlib.md5()
+        for offset in range(0, size, _PART):
+            md5.update(os.pread(fd, min(_PART, size - offset), offset))
+        return md5.hexdigest()
+    return _combined_etag([hashlib.md5(os.pread(fd, min(part, size - offset), offset)).digest()
+                           for offset in range(0, size, part)])
 
 
 def _etag(reply: dict) -> str:
@@ -102,9 +120,7 @@ class S3Uploader:
             head = self._client.head_object(Bucket=self.bucket, Key=key)
         except FileNotFoundError:
             raise UploadError(f"{local_path}: no such file", retryable=False) from None
-        except OSError as exc:
-            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
-        except (ClientError, BotoCoreError, UploadError) as exc:
+        except (ClientError, BotoCoreError, UploadError) as exc:  # before OSError: a read timeout is both
             err = exc if isinstance(exc, UploadError) else self._error(f"upload of {key}", exc)
             # A recorded upload is kept for the next attempt unless it cannot help any more.
             if isinstance(exc, ClientError) and _code(exc) == "NoSuchUpload":  # expired or aborted
@@ -114,10 +130,51 @@ class S3Uploader:
             if err is exc:
                 raise
             raise err from exc
+        except OSError as exc:
+            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
         got = head["ETag"].strip('"')
         if got != want or head["ContentLength"] != st.st_size:
             raise UploadError(f"{key}: stored ETag {got} does not match the file ({want})", retryable=True)
         return UploadedObject(key=key, size=head["ContentLength"], checksum=f"etag:{got}")
+
+    def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
+        """The object under `key` when it already holds exactly the bytes of `local_path` (same
+        size and ETag), else None. Called for a key an interrupted attempt may have finished."""
+        try:
+            st = os.stat(local_path)
+            with open(local_path, "rb") as f:
+                part = self._recorded_part_size(key, st) or part_size_for(st.st_size, self.config.multipart_chunksize)
+                etag = self._matching_object(key, f.fileno(), st.st_size, part)
+        except (ClientError, BotoCoreError) as exc:  # before OSError: a read timeout is both
+            raise self._error(f"HEAD of {key}", exc) from exc
+        except OSError as exc:
+            raise UploadError(f"cannot read {local_path}: {exc.strerror}", retryable=False) from exc
+        if etag is None:
+            return None
+        self._abort_recorded(key)  # completed already (NoSuchUpload), or no longer needed
+        return UploadedObject(key=key, size=st.st_size, checksum=f"etag:{etag}")
+
+    def _recorded_part_size(self, key: str, st: os.stat_result) -> Optional[int]:
+        record = self._recorded(key)
+        ok = record is not None and record.is_for(self.bucket, st.st_size, st.st_mtime_ns, record.part_size)
+        return record.part_size if ok else None  # type: ignore[union-attr]
+
+    def _matching_object(self, key: str, fd: int, size: int, part: int) -> Optional[str]:
+        """The stored object's ETag when its size and ETag are those of the local bytes. The
+        file is hashed only when the sizes agree (a 404 or another size costs one HEAD)."""
+        try:
+            head = self._client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        got = _etag(head)
+        if head.get("ContentLength") != size:
+            return None
+        multipart = "-" in got
+        if multipart and got.rpartition("-")[2] != str(-(-size // part)):
+            return None  # another part size than the one recorded: not this upload
+        return got if _local_etag(fd, size, part, multipart=multipart) == got else None
 
     def _put_whole(self, f, key: str, progress: Progress) -> str:
         data = f.read()
@@ -143,6 +200,11 @@ class S3Uploader:
                 if _code(exc) != "NoSuchUpload":
                     raise
                 self._records.forget(key)
+                # Gone: aborted or expired, or completed by the store just before the last
+                # attempt heard of it. Then the object is this file and nothing is sent.
+                done = self._matching_object(key, fd, st.st_size, record.part_size)
+                if done is not None:
+                    return done
                 record = None
         if record is None:
             upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=key,
@@ -192,7 +254,7 @@ class S3Uploader:
             return entry, digest
 
         try:
-            with ThreadPoolExecutor(self.config.max_request_concurrency, thread_name_prefix="trainvisor-s3") as pool:
+            with DaemonThreadPool(self.config.max_request_concurrency, thread_name_prefix="trainvisor-s3") as pool:
                 futures = [pool.submit(one, n) for n in range(1, count + 1)]
                 wait(futures, return_when=FIRST_EXCEPTION)
                 failed = next((f for f in futures if f.done() and f.exception() is not None), None)
