@@ -155,7 +155,7 @@ class _Parts:
         uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
         if uploader is not None:
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id)
-            stack.callback(self.manager.close, 0.5)  # drain had its time; an upload in flight resumes next start
+            stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
         if not dirs:
