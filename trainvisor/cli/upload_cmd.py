@@ -18,9 +18,9 @@ import click
 
 from ..errors import ConfigError
 from ..events import Checkpoint, CheckpointFile
-from ..run.progress import drain_showing_progress, format_progress, human_bytes
+from ..run.progress import drain_showing_progress, human_bytes
 
-__all__ = ["upload", "files_to_upload", "format_progress"]
+__all__ = ["upload", "files_to_upload"]
 
 
 def files_to_upload(paths: tuple[str, ...]) -> Iterator[CheckpointFile]:

@@ -1,6 +1,7 @@
 """Configuration of a run: `RunConfig` and its sections, read from YAML, TOML, the environment
 and the CLI's flags, checked where it is built, printed with secrets masked."""
-from .schema import (
+from .schema import (  # noqa: F401  (the public names; __all__ is the schema's)
+    DEFAULT_MAX_LINE_BYTES,
     DEFAULT_RUNS_ROOT,
     LoggingConfig,
     ParsingConfig,
@@ -10,6 +11,5 @@ from .schema import (
     SinksConfig,
     UploadConfig,
     WatchConfig,
+    __all__,
 )
-
-from .schema import __all__

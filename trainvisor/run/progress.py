@@ -3,10 +3,13 @@ a terminal, a line every few seconds elsewhere. Shared by `trainvisor run` (drai
 `trainvisor upload`."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable, Optional, TextIO
 
-__all__ = ["format_progress", "human_bytes", "drain_showing_progress"]
+__all__ = ["format_progress", "human_bytes", "drain_showing_progress", "log_outcome"]
+
+log = logging.getLogger("trainvisor")
 
 
 def human_bytes(n: float) -> str:
@@ -50,3 +53,14 @@ def drain_showing_progress(manager, timeout: Optional[float], out: Optional[Text
     if tty:
         out.write("\n")
     return report
+
+
+def log_outcome(report, *, within: str) -> None:
+    """One line per upload a DrainReport leaves pending (`within`: what it was given, e.g.
+    "drain timeout 2s") or failed, or one line that everything is verified."""
+    for key in report.pending:
+        log.warning("upload not finished within %s: %s", within, key)
+    for key in report.failed:
+        log.error("upload failed for good: %s (see the run log)", key)
+    if not report.pending and not report.failed:
+        log.info("all checkpoint uploads verified")

@@ -13,6 +13,7 @@ from typing import Optional
 from ..errors import ConfigError
 from .build import build_manager, open_destination
 from .logsetup import RunLogging
+from .progress import log_outcome
 from .rundir import RunDirectory, read_identity
 from .saved import load_saved_config
 from .summary import UploadTotals
@@ -27,7 +28,7 @@ def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool 
     if read_identity(run_dir) is None:
         raise ConfigError(f"{run_dir} is not a trainvisor run directory (no run.json)")
     config = load_saved_config(run_dir)
-    rundir = RunDirectory.open(run_dir, run_id=None, new_id=lambda: "")
+    rundir = RunDirectory.open(run_dir, run_id=None, new_id=_never)  # it has an identity: checked above
     try:
         logs = RunLogging.start(run_dir, quiet=quiet)
         try:
@@ -38,6 +39,10 @@ def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool 
             logs.close()
     finally:
         rundir.close()
+
+
+def _never() -> str:
+    raise AssertionError("a run directory being resumed already has its run id")
 
 
 def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[float]) -> Optional[UploadTotals]:
@@ -51,8 +56,5 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
         report = manager.drain(timeout)
     finally:
         manager.close()
-    for key in report.pending:
-        log.warning("upload not finished within %gs: %s (run resume again)", timeout, key)
-    for key in report.failed:
-        log.error("upload failed for good: %s (see the run log)", key)
+    log_outcome(report, within=f"{timeout:g}s (run `trainvisor resume` again for the rest)")
     return UploadTotals.from_report(config.upload.to or "", report)

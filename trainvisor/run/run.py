@@ -201,7 +201,7 @@ class _Parts:
     def _drain(self, timeout: float) -> UploadTotals:
         """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
         waited for. A Ctrl-C here stops waiting (what is left resumes on the next start)."""
-        from .progress import drain_showing_progress
+        from .progress import drain_showing_progress, log_outcome
 
         cfg = self.run.config.upload
         pending = self.manager.report().pending
@@ -215,12 +215,7 @@ class _Parts:
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()
-        for key in report.pending:
-            log.warning("upload not finished within drain timeout %gs: %s", cfg.drain_timeout, key)
-        for key in report.failed:
-            log.error("upload failed for good: %s (see the run log)", key)
-        if not report.pending and not report.failed:
-            log.info("all checkpoint uploads verified")
+        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s")
         return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
 
     def summarise(self, result) -> RunSummary:
