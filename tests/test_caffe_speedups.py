@@ -1,6 +1,8 @@
 """The optional C loop of the Caffe parser gives exactly the Python loop's events."""
 from __future__ import annotations
 
+import json
+
 import math
 import re
 
@@ -83,7 +85,8 @@ OPT_INT = st.one_of(st.none(), st.integers(min_value=-(2**80), max_value=2**80))
 OPT_FLOAT = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
 METRICS = st.builds(Metric, st.text(max_size=8), st.floats(allow_nan=True, allow_infinity=True), OPT_INT,
                     st.sampled_from(["train", "val", "test"]), OPT_INT, OPT_FLOAT, OPT_FLOAT,
-                    st.floats(min_value=0, max_value=2e9), st.integers(min_value=1, max_value=10**9))
+                    st.floats(min_value=0, max_value=2e9), st.integers(min_value=1, max_value=10**9),
+                    st.sampled_from(["stdout", "stderr", "log"]), OPT_INT, st.booleans())
 CHECKPOINTS = st.builds(CheckpointEvent, st.text(max_size=8), st.just("weights"), OPT_INT, OPT_FLOAT,
                         st.integers(min_value=1, max_value=99), st.floats(min_value=0, max_value=2e9))
 
@@ -93,6 +96,9 @@ CHECKPOINTS = st.builds(CheckpointEvent, st.text(max_size=8), st.just("weights")
 def test_c_jsonl_formatting_is_the_python_formatting(events):
     expected = "".join(map(jsonl._format_event, events))
     assert jsonl._c_format(events, Metric, jsonl._NAMES, jsonl._format_event) == expected
+    # and both are the record's JSON: rank only when known, running only when true
+    assert [json.loads(line) for line in expected.splitlines()] == \
+        [json.loads(json.dumps(e.to_json_dict(), allow_nan=False)) for e in events]
 
 
 from trainvisor.sinks import caffe_csv  # noqa: E402

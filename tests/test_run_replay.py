@@ -17,13 +17,18 @@ CAFFE_LOGS = sorted((REAL_LOGS / "caffe").glob("*.log")) if (REAL_LOGS / "caffe"
 LOGS = [FIXTURES / "logs" / "lenet-newyear.log"] + CAFFE_LOGS
 
 
-def read_metrics(path: Path) -> list[tuple]:
+def read_metrics(path: Path, streams: set | None = None) -> list[tuple]:
+    """The records that must agree between run and replay; `streams` collects what they say of their stream
+    (a run's glog lines come from stderr, a replay reads one file: ``log``)."""
     out = []
     for line in path.read_text().splitlines():
         d = json.loads(line)
         d.pop("attempt", None)  # run metadata, like wall_time: which start on the run directory wrote it
+        if streams is not None:
+            streams.add(d["stream"])
         if "event" in d:
             d.pop("wall_time")
+            d.pop("stream")
             out.append(("checkpoint", tuple(sorted(d.items()))))
         else:
             out.append(Metric.from_json_dict(d).without_wall_time())
@@ -45,8 +50,10 @@ def test_run_and_replay_give_identical_records_and_bytes_pass_through(log, tmp_p
     rep = subprocess.run(TRAINVISOR + ["replay", str(log), "--year", "2026", "--metrics", str(replayed)],
                          capture_output=True, timeout=120)
     assert rep.returncode == 0, rep.stderr
-    live_records = read_metrics(live)
-    assert live_records == read_metrics(replayed)
+    live_streams, replay_streams = set(), set()
+    live_records = read_metrics(live, live_streams)
+    assert live_records == read_metrics(replayed, replay_streams)
+    assert live_streams <= {"stderr"} and replay_streams <= {"log"}
     if log.parent == FIXTURES / "logs" or "adaadam" not in log.name:
         assert live_records, "a training log must yield metrics"
 

@@ -7,7 +7,7 @@ rarer events are frozen dataclasses.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Optional, Union
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Metric",
     "CheckpointEvent",
     "Event",
+    "with_stream",
     "CheckpointFile",
     "Checkpoint",
     "PHASE_TRAIN",
@@ -52,7 +53,16 @@ class LineRecord(NamedTuple):
 
 class Metric(NamedTuple):
     """One parsed value. Identical for a live run and a replay of the same bytes,
-    except `wall_time` (when trainvisor saw the line)."""
+    except `wall_time` (when trainvisor saw the line) and `stream` (a replay reads
+    one log file: its records say ``log``).
+
+    `line` is counted per `stream` (``stdout``, ``stderr``, ``log``), so the pair
+    points into what the child wrote. `rank`: the distributed rank whose output
+    held the line, when a launcher prefixed it (``[rank1]:``); None otherwise.
+    `running`: True for a running value inside an epoch (a progress bar's live
+    postfix, a Keras step line), False for a value of a completed step or epoch;
+    a consumer plotting epoch curves keeps the False ones.
+    """
 
     name: str
     value: float
@@ -63,25 +73,34 @@ class Metric(NamedTuple):
     epoch: Optional[float]
     wall_time: float
     line: int
+    stream: str = "stdout"
+    rank: Optional[int] = None
+    running: bool = False
 
     def to_json_dict(self) -> dict:
         """JSON has no NaN/Infinity: those are written as strings so the
-        record stays valid JSON and the event is not lost."""
+        record stays valid JSON and the event is not lost. `rank` is written
+        only when known and `running` only when True (most records have neither)."""
         d = self._asdict()
         for key in ("value", "seconds", "epoch", "wall_time"):
             d[key] = json_safe(d[key])
+        if d["rank"] is None:
+            del d["rank"]
+        if not d["running"]:
+            del d["running"]
         return d
 
     @classmethod
     def from_json_dict(cls, d: dict) -> "Metric":
-        """Keys that are not fields (a run's `attempt`) are run metadata, not part of the metric."""
-        fields = {k: d[k] for k in cls._fields}
+        """Keys that are not fields (a run's `attempt`) are run metadata, not part of the metric;
+        fields a record leaves out (`rank`, `running`, files of older versions) take their defaults."""
+        fields = {k: d[k] for k in cls._fields if k in d}
         fields["value"] = float(d["value"])
         return cls(**fields)
 
     def without_wall_time(self) -> tuple:
         """The fields that must agree between `run` and `replay` of the same bytes."""
-        return self._replace(wall_time=0.0)
+        return self._replace(wall_time=0.0, stream="")
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,7 @@ class CheckpointEvent:
     epoch: Optional[float]
     line: int
     wall_time: float
+    stream: str = "stdout"
 
     def to_json_dict(self) -> dict:
         return {
@@ -109,10 +129,28 @@ class CheckpointEvent:
             "epoch": json_safe(self.epoch),
             "line": self.line,
             "wall_time": json_safe(self.wall_time),
+            "stream": self.stream,
         }
 
 
 Event = Union[Metric, CheckpointEvent]
+
+_new_tuple = tuple.__new__
+
+
+def with_stream(events: list[Event], stream: str) -> list[Event]:
+    """`events` with `stream` set where a parser left another (parsers read text and
+    need not know the stream; the pipeline knows the block's). Events already on
+    `stream` are kept as they are, so a parser that sets it costs one comparison."""
+    out = []
+    for ev in events:
+        if ev.stream != stream:
+            if type(ev) is Metric:
+                ev = _new_tuple(Metric, ev[:9] + (stream,) + ev[10:])
+            else:
+                ev = replace(ev, stream=stream)
+        out.append(ev)
+    return out
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .events import Event, LineRecord
+from .events import Event, LineRecord, with_stream
 from .faults import FaultCounter
 from .lines import LineBlock
 from .parsers.base import Parser
@@ -69,6 +69,8 @@ class Pipeline:
             self.faults.record(self._parser_name, exc)
             events = None
         if events:
+            if block.stream != "stdout":  # parsers read text; the block knows the stream
+                events = with_stream(events, block.stream)
             self._dispatch(events)
         self.tick()
 

@@ -54,7 +54,7 @@ static PyObject *int_from_span(span d) {
 
 /* What a block's scan works with; the references are owned. */
 typedef struct {
-    PyObject *out, *wall, *line;
+    PyObject *out, *wall, *line, *stream;
     PyObject *ipe, *cache, *base_fn, *mtype, *float_fb, *int_fb, *checkpoint_fn;  /* from ScanEnv */
     PyObject *start, *iteration, *test_iteration, *test_net;                    /* CaffeScanState */
     int have_start;
@@ -75,10 +75,11 @@ static int append_metric(scan *sc, PyObject *name, PyObject *value, PyObject *it
     if (!value) return -1;
     if (value == Py_None) { Py_DECREF(value); return 0; }  /* no number: no metric */
     PyObject *epoch = epoch_of(sc, iteration);
-    PyObject *m = epoch ? ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 9) : NULL;
+    PyObject *m = epoch ? ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 12) : NULL;
     if (!m) { Py_XDECREF(epoch); Py_DECREF(value); return -1; }
-    PyObject *items[9] = {name, value, iteration, phase, test_net, seconds, epoch, sc->wall, sc->line};
-    for (int i = 0; i < 9; i++) {
+    PyObject *items[12] = {name, value, iteration, phase, test_net, seconds, epoch, sc->wall, sc->line,
+                           sc->stream, Py_None, Py_False};
+    for (int i = 0; i < 12; i++) {
         Py_INCREF(items[i]);
         PyTuple_SET_ITEM(m, i, items[i]);
     }
@@ -253,13 +254,13 @@ static int scan_store(scan *sc, PyObject *state) {
     return 0;
 }
 
-/* parse_block(text, first_line, wall_time, env, state) -> list of events, or NotImplemented
+/* parse_block(text, first_line, wall_time, stream, env, state) -> list of events, or NotImplemented
  * for a block that is not pure ASCII. env: the parser's ScanEnv; state: its CaffeScanState,
- * updated when the block is done. */
+ * updated when the block is done; stream: the block's, set on every Metric. */
 static PyObject *parse_block(PyObject *self, PyObject *args) {
-    PyObject *text, *wall, *env, *state, *out = NULL;
+    PyObject *text, *wall, *stream, *env, *state, *out = NULL;
     Py_ssize_t first_line, len;
-    if (!PyArg_ParseTuple(args, "UnOOO", &text, &first_line, &wall, &env, &state)) return NULL;
+    if (!PyArg_ParseTuple(args, "UnOUOO", &text, &first_line, &wall, &stream, &env, &state)) return NULL;
     if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NOTIMPLEMENTED;
     const char *ln = PyUnicode_AsUTF8AndSize(text, &len);
     if (!ln) return NULL;
@@ -267,6 +268,7 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
     scan sc;
     memset(&sc, 0, sizeof sc);
     sc.wall = wall;
+    sc.stream = stream;
     if (scan_load(&sc, env, state)) goto done;
     for (Py_ssize_t line_no = first_line; ln < end; line_no++) {
         const char *eol = memchr(ln, '\n', (size_t)(end - ln));
@@ -278,6 +280,7 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
     if (!scan_store(&sc, state)) out = Py_NewRef(sc.out);
 done:
     sc.wall = NULL;
+    sc.stream = NULL;
     scan_clear(&sc);
     return out;
 }

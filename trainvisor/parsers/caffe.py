@@ -181,7 +181,7 @@ class CaffeParser:
 
     def feed(self, block: LineBlock) -> list[Event]:
         if self._c_loop is not None:
-            events = self._c_loop(block.text, block.first_line, block.wall_time, self._env, self._state)
+            events = self._c_loop(block.text, block.first_line, block.wall_time, block.stream, self._env, self._state)
             if events is not NotImplemented:
                 return events
         return self._feed_python(block)

@@ -77,6 +77,9 @@ static int format_metric_into(sbuf *b, PyObject *ev, PyObject *names, numcache *
     if (!rc) rc = sb_str(b, ", \"epoch\": ") ? -1 : put_number(b, f[6]);
     if (!rc) rc = sb_str(b, ", \"wall_time\": ") ? -1 : put_number_cached(b, f[7], wall);
     if (!rc) rc = sb_str(b, ", \"line\": ") ? -1 : put_int(b, f[8]);
+    if (!rc) rc = sb_str(b, ", \"stream\": ") ? -1 : put_cached(b, names, f[9]);
+    if (!rc && f[10] != Py_None) rc = sb_str(b, ", \"rank\": ") ? -1 : put_int(b, f[10]);
+    if (!rc && f[11] != Py_False) rc = f[11] == Py_True ? (sb_str(b, ", \"running\": true") ? -1 : 0) : 1;
     if (!rc) rc = sb_str(b, "}\n") ? -1 : 0;
     return rc;
 }
@@ -107,7 +110,7 @@ static PyObject *format_metrics(PyObject *self, PyObject *args) {
         PyObject *ev = items[i];
         size_t mark = b.len;
         int rc = 1;
-        if ((PyObject *)Py_TYPE(ev) == mtype && PyTuple_GET_SIZE(ev) == 9)
+        if ((PyObject *)Py_TYPE(ev) == mtype && PyTuple_GET_SIZE(ev) == 12)
             rc = format_metric_into(&b, ev, names, &seconds_cache, &wall_cache);
         if (rc > 0) { /* anything unusual: the Python formatter, exactly */
             b.len = mark;

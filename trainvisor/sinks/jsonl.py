@@ -91,7 +91,7 @@ def _json_number(v) -> str:
 
 def _format_metric(m: Metric) -> str:
     """`json.dumps(m.to_json_dict())`, 4x faster (this runs once per metric)."""
-    name, value, iteration, phase, test_net, seconds, epoch, wall, line = m
+    name, value, iteration, phase, test_net, seconds, epoch, wall, line, stream, rank, running = m
     qn = _NAMES.get(name)
     if qn is None:
         if len(_NAMES) > 10000:  # bounded, whatever names a log invents
@@ -100,10 +100,17 @@ def _format_metric(m: Metric) -> str:
     qp = _NAMES.get(phase)
     if qp is None:
         qp = _NAMES[phase] = json.dumps(phase)
+    qs = _NAMES.get(stream)
+    if qs is None:
+        qs = _NAMES[stream] = json.dumps(stream)
+    tail = "" if rank is None else f', "rank": {rank}'
+    if running:
+        tail += ', "running": true'
     return (
         f'{{"name": {qn}, "value": {_json_number(value)}, "iteration": {"null" if iteration is None else iteration}, '
         f'"phase": {qp}, "test_net": {"null" if test_net is None else test_net}, '
-        f'"seconds": {_json_number(seconds)}, "epoch": {_json_number(epoch)}, "wall_time": {wall!r}, "line": {line}}}\n'
+        f'"seconds": {_json_number(seconds)}, "epoch": {_json_number(epoch)}, "wall_time": {wall!r}, "line": {line}, '
+        f'"stream": {qs}{tail}}}\n'
     )
 
 
