@@ -67,6 +67,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--drain-timeout", ("upload", "drain_timeout"), metavar="SECONDS"),
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
+    Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
 )
 
 _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}

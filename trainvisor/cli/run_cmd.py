@@ -73,8 +73,10 @@ def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], comm
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False, exists=True))
 @click.option("--drain-timeout", type=float, default=None, metavar="SECONDS",
               help="Wait this long for the uploads (default: the run's own upload.drain_timeout).")
+@click.option("--credentials", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Credentials file (KEY=value lines) instead of the run's own upload.credentials.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr (they still go to the run log).")
-def resume(run_dir: str, drain_timeout: Optional[float], quiet: bool) -> None:
+def resume(run_dir: str, drain_timeout: Optional[float], credentials: Optional[str], quiet: bool) -> None:
     """Finish what a killed run left in RUN_DIR: its pending uploads, deletions and manifests."""
     from pathlib import Path
 
@@ -85,7 +87,7 @@ def resume(run_dir: str, drain_timeout: Optional[float], quiet: bool) -> None:
     problem = finite_non_negative(drain_timeout)
     if problem:
         raise ConfigError(f"--drain-timeout: {problem} (got {drain_timeout!r})")
-    totals = resume_run(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet)
+    totals = resume_run(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet, credentials=credentials)
     if totals is None:
         click.echo(f"trainvisor: {run_dir} uploads nowhere; nothing to resume", err=True)
         return

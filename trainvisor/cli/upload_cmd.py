@@ -52,10 +52,12 @@ def _default_run_dir(url: str, files: list[CheckpointFile]) -> Path:
               help="Files uploaded at once.")
 @click.option("--retries", type=click.IntRange(0, None), default=10, show_default=True,
               help="Retries per file on retryable errors (backoff up to 30 s); run the command again to resume.")
+@click.option("--credentials", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...); wins over the environment.")
 @click.option("--progress/--no-progress", default=None,
               help="Show bytes, rate and ETA (default: when stderr is a terminal).")
 def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency: int, retries: int,
-           progress: Optional[bool]) -> None:
+           credentials: Optional[str], progress: Optional[bool]) -> None:
     """Upload files or directories once, verified, resumable after a crash."""
     from urllib.parse import urlsplit
 
@@ -73,7 +75,7 @@ def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency
     rd.mkdir(parents=True, exist_ok=True)
     logging_ = RunLogging.start(rd, quiet=False)
     try:
-        uploader = open_uploader(url, state_dir=str(rd))
+        uploader = open_uploader(url, state_dir=str(rd), credentials=credentials)
         prefix = parts.path.strip("/") if parts.scheme != "file" else ""
         manager = UploadManager(uploader, run_dir=str(rd), run_id="", prefix=prefix,
                                 key_template="{prefix}/{relpath}", concurrency=concurrency, manifests=False,

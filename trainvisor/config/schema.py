@@ -105,6 +105,9 @@ class UploadConfig(Section):
                                    help="At exit, wait this long for pending uploads; what is left is listed.")
     delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before).")
     concurrency: int = setting(2, check=at_least(1, 64), help="Checkpoint files uploaded at once.")
+    credentials: Optional[str] = setting(
+        None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
+                   "destination; its keys win over the environment. Only the path is kept in the config.")
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
         raise ConfigError(f"upload.to needs a URL such as file:///backups or s3://bucket/prefix, got {cfg.to!r}")
     from ..uploaders import open_uploader
 
-    return open_uploader(cfg.to, state_dir=run_dir)
+    return open_uploader(cfg.to, state_dir=run_dir, credentials=cfg.credentials)
 
 
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str) -> "UploadManager":

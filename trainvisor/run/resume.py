@@ -6,6 +6,8 @@ keys are the ones the first attempt used, a large file continues from the parts 
 and a file the store already has whole is verified and not sent again."""
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 from pathlib import Path
 from typing import Optional
@@ -23,11 +25,15 @@ __all__ = ["resume"]
 log = logging.getLogger("trainvisor")
 
 
-def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool = False) -> Optional[UploadTotals]:
-    """Finish the run directory's uploads; None when the run uploads nowhere."""
+def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool = False,
+           credentials: Optional[str] = None) -> Optional[UploadTotals]:
+    """Finish the run directory's uploads; None when the run uploads nowhere. `credentials`: a
+    credentials file to use instead of the run's own (a secret mounted elsewhere after a restart)."""
     if read_identity(run_dir) is None:
         raise ConfigError(f"{run_dir} is not a trainvisor run directory (no run.json)")
     config = load_saved_config(run_dir)
+    if credentials:
+        config = dataclasses.replace(config, upload=dataclasses.replace(config.upload, credentials=credentials))
     rundir = RunDirectory.open(run_dir, run_id=None, new_id=_never)  # it has an identity: checked above
     try:
         logs = RunLogging.start(run_dir, quiet=quiet)

@@ -1,7 +1,7 @@
 """Destinations for checkpoints, chosen by URL scheme (`file://` built in)."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
@@ -18,28 +18,35 @@ __all__ = [
     "open_uploader",
 ]
 
-Factory = Callable[[str, Optional[str]], Uploader]
-"""`factory(url, state_dir)`: state_dir (in the run directory) holds resumable-upload records."""
+Factory = Callable[[str, Optional[str], Mapping[str, str]], Uploader]
+"""`factory(url, state_dir, env)`: state_dir (in the run directory) holds resumable-upload records;
+env is where credentials and hosts are read (the environment, or a credentials file over it)."""
 
 _FACTORIES: dict[str, Factory] = {}
 
 
 def register_uploader(scheme: str, factory: Factory) -> None:
-    """Make `scheme://...` URLs open with `factory(url, state_dir)`."""
+    """Make `scheme://...` URLs open with `factory(url, state_dir, env)`."""
+    if not scheme.isidentifier() or not callable(factory):
+        raise ValueError(f"register_uploader needs a scheme name and a callable, got {scheme!r}, {factory!r}")
     _FACTORIES[scheme] = factory
 
 
-def open_uploader(url: str, *, state_dir: Optional[str] = None) -> Uploader:
-    """The uploader for `url`; a one-line ConfigError for an unknown scheme."""
+def open_uploader(url: str, *, state_dir: Optional[str] = None, credentials: Optional[str] = None,
+                  env: Optional[Mapping[str, str]] = None) -> Uploader:
+    """The uploader for `url`; a one-line ConfigError for an unknown scheme or a bad credentials
+    file. `credentials`: a file of KEY=value lines whose keys win over `env` (default: os.environ)."""
+    from .credentials import destination_environment
+
     scheme = urlsplit(url).scheme
     factory = _FACTORIES.get(scheme)
     if factory is None:
         known = ", ".join(f"{s}://" for s in sorted(_FACTORIES))
         raise ConfigError(f"unsupported upload destination {url!r} (known: {known})")
-    return factory(url, state_dir)
+    return factory(url, state_dir, destination_environment(credentials, env))
 
 
-def _open_file(url: str, state_dir: Optional[str]) -> Uploader:
+def _open_file(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Uploader:
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or not parts.path:
         raise ConfigError(f"file URL must look like file:///absolute/path, got {url!r}")
@@ -49,18 +56,18 @@ def _open_file(url: str, state_dir: Optional[str]) -> Uploader:
 register_uploader("file", _open_file)
 
 
-def _open_s3(url: str, state_dir: Optional[str]) -> Uploader:
+def _open_s3(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Uploader:
     """`s3://bucket/prefix`; the endpoint of an S3-compatible store comes from AWS_ENDPOINT_URL."""
-    import os
-
+    from .credentials import S3Credentials
     from .s3 import S3Uploader  # boto3 is slow to import: only when asked for
 
     parts = urlsplit(url)
     if not parts.netloc:
         raise ConfigError(f"S3 URL must look like s3://bucket/prefix, got {url!r}")
-    endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
+    endpoint = env.get("AWS_ENDPOINT_URL") or None
     _refuse_public_host_when_offline(endpoint, url)
-    return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint, state_dir=state_dir)
+    return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint, state_dir=state_dir,
+                      credentials=S3Credentials.from_env(env))
 
 
 def _refuse_public_host_when_offline(endpoint: "str | None", url: str, default: str = "the public AWS endpoint") -> None:
@@ -77,10 +84,8 @@ def _refuse_public_host_when_offline(endpoint: "str | None", url: str, default: 
 register_uploader("s3", _open_s3)
 
 
-def _open_kodo(url: str, state_dir: Optional[str]) -> Uploader:
+def _open_kodo(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Uploader:
     """`kodo://bucket/prefix`; see trainvisor.uploaders.kodo.open_kodo for hosts and credentials."""
-    import os
-
     from .kodo import open_kodo  # the qiniu SDK is imported only when asked for
 
     def offline_check(hosts) -> None:
@@ -89,7 +94,7 @@ def _open_kodo(url: str, state_dir: Optional[str]) -> Uploader:
         if hosts.rs_host:
             _refuse_public_host_when_offline(hosts.rs_host, url, "Qiniu's public hosts")
 
-    return open_kodo(url, state_dir=state_dir, env=os.environ, check_hosts=offline_check)
+    return open_kodo(url, state_dir=state_dir, env=env, check_hosts=offline_check)
 
 
 register_uploader("kodo", _open_kodo)

@@ -32,6 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from .base import Progress, UploadedObject, UploadError
+from .credentials import S3Credentials
 from .pool import DaemonThreadPool
 from .records import ResumeRecords, S3ResumeRecord
 
@@ -76,12 +77,16 @@ class S3Uploader:
     resumes; without it, retries within this process still resume."""
 
     def __init__(self, bucket: str, *, url: str, endpoint_url: Optional[str] = None,
-                 concurrency: int = 8, part_size: int = _PART, state_dir: Optional[str] = None) -> None:
+                 concurrency: int = 8, part_size: int = _PART, state_dir: Optional[str] = None,
+                 credentials: Optional["S3Credentials"] = None) -> None:
         self.url, self.bucket = url, bucket
         # The settings boto3's upload_file would be given for the same job (the bench baseline).
         self.config = TransferConfig(multipart_threshold=part_size, multipart_chunksize=part_size,
                                      max_concurrency=concurrency, use_threads=True)
-        self._client = boto3.session.Session().client(
+        creds = credentials or S3Credentials()
+        self._client = boto3.session.Session(
+            aws_access_key_id=creds.access_key_id, aws_secret_access_key=creds.secret_access_key,
+            aws_session_token=creds.session_token, region_name=creds.region).client(
             "s3", endpoint_url=endpoint_url,
             config=Config(retries={"max_attempts": 3, "mode": "standard"},
                           max_pool_connections=max(10, concurrency * 2)))
