@@ -173,7 +173,8 @@ class _Parts:
         self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
                                      iters_per_epoch=cfg.parsing.iters_per_epoch)
         self.sinks.append(self.watcher.announcement_sink())
-        log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
+        if self.watcher.roots:
+            log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
 
     def supervise(self):
         from ..supervisor import Supervisor
