@@ -13,25 +13,25 @@ from .parsing_helpers import FIXTURES, REAL_LOGS, checkpoints, chunked_events, p
 
 # (fixture, parser): [(path, kind, iteration, epoch, line)]
 EXPECTED = {
-    ("announce-huggingface", "huggingface"): [
+    ("announcements/huggingface", "huggingface"): [
         ("out/checkpoint-500", "trainer", 500, None, 5),
         ("out/checkpoint-1000", "trainer", 1000, None, 11),
         ("out", "trainer", None, None, 19),        # the final save_model(): no step in the folder's name
     ],
-    ("announce-keras", "keras"): [
+    ("announcements/keras", "keras"): [
         ("ckpt/best.keras", "keras", None, 1.0, 3),
         ("ckpt/best.keras", "keras", None, 3.0, 11),  # epoch 2 "did not improve": no save
         ("ckpt/weights.03.weights.h5", "keras", None, 3.0, 13),  # "finished saving" (line 14) is no announcement
     ],
-    ("announce-keras2", "keras"): [
+    ("announcements/keras2", "keras"): [
         ("ckpt/weights.01-0.40.h5", "keras", None, 1.0, 3),
         ("ckpt/weights.02-0.35.h5", "keras", None, 2.0, 7),
     ],
-    ("announce-yolo", "yolo"): [
+    ("announcements/yolo", "yolo"): [
         ("runs/detect/train/weights/last.pt", "stripped", None, None, 7),
         ("runs/detect/train/weights/best.pt", "stripped", None, None, 8),  # "Results saved to" is no checkpoint
     ],
-    ("announce-mmengine", "mmdet"): [
+    ("announcements/mmengine", "mmdet"): [
         ("/data/work_dirs/rtmdet_tiny/epoch_1.pth", "pth", None, 1.0, 6),   # "Checkpoints will be saved to" wins
         ("/data/work_dirs/rtmdet_tiny/iter_200.pth", "pth", 200, None, 8),  # over the config's work_dir
     ],
@@ -72,7 +72,7 @@ def test_mmdet_save_before_the_log_names_a_folder_yields_no_event():
 # -- Lightning: the strings for lightning.py --------------------------------------------------
 
 def test_lightning_announcements_of_the_fixture():
-    lines = (FIXTURES / "announce-lightning.log").read_text().splitlines()
+    lines = (FIXTURES / "announcements" / "lightning.log").read_text().splitlines()
     found = [(n, a) for n, a in enumerate(map(lightning_save, lines), 1) if a is not None]
     assert found == [
         (2, ("/tmp/lightning_logs/version_0/checkpoints/epoch=0-step=10.ckpt", 10, 0)),
