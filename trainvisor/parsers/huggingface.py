@@ -41,7 +41,7 @@ class HuggingFaceParser(LineParser):
 
     def parse_line(self, text, number, wall_time):
         if "'epoch'" not in text:
-            saved = huggingface_save(text)
+            saved = huggingface_save(text) if "Saving model" in text else None
             if saved is None:
                 return None
             return [CheckpointEvent(saved.path, KIND_TRAINER, saved.iteration, None, number, wall_time)]
