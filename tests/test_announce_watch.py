@@ -205,3 +205,8 @@ def test_an_announced_trainer_folder_is_handed_over_as_one_set(tmp_path):
     assert sorted(f.relpath for f in cp.files) == [
         "checkpoint-2/config.json", "checkpoint-2/model.safetensors", "checkpoint-2/optimizer.pt",
         "checkpoint-2/scheduler.pt", "checkpoint-2/trainer_state.json"]
+
+
+def test_a_training_run_from_the_root_directory_still_watches_its_folders():
+    assert directory_to_watch("/workspace/out/checkpoint-9", directory=True, cwd="/", home="/root") == "/workspace/out"
+    assert directory_to_watch("model.keras", directory=False, cwd="/", home="/root") is None
