@@ -52,7 +52,7 @@ EXPECTED = {
                 ("loss", 3.105, 3 * 390 + 100, "train", None, None, 3.0), ("lr", 1e-03, 1270, "train", None, None, 3.0),
                 ("acc@1", 75.0, 78, "val", None, None, 3.0)],  # timm
     "detectron2": [("output/model_0000999.pth", "pth", 999, None), ("bbox/AP", 30.1, 19, "val", None, None, None)],
-    "mmdet": [("loss", 0.7, 50, "train", None, None, 1.0), ("epoch_1.pth", "pth", None, 1.0),
+    "mmdet": [("loss", 0.7, 50, "train", None, None, 1.0), ("/data/work_dirs/faster_rcnn/epoch_1.pth", "pth", None, 1.0),
               ("coco/bbox_mAP", 0.3, 100, "val", None, None, 1.0)],
     "yolo": [("mAP@.5:.95", 0.2, None, "val", None, None, 0.0), ("total_loss", 10.7, 10, "train", None, None, 1.0),
              ("dfl_loss", 1.111, None, "train", None, None, 1.0), ("mAP50-95", 0.452, None, "val", None, None, 1.0)],

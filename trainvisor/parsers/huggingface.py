@@ -3,13 +3,17 @@
 TRL prints values as strings (``'loss': '2.897'``); both spellings are read.
 The Trainer prints no step, so `iteration` is the count of train log dicts seen
 (dicts with a ``loss``: the Trainer logs one every ``logging_steps``), and `epoch` is the dict's own.
+``Saving model checkpoint to out/checkpoint-500`` (printed before the Trainer writes the
+folder's files) is a `CheckpointEvent` of kind ``trainer`` whose iteration is the folder's step.
 """
 from __future__ import annotations
 
 import re
 from typing import ClassVar
 
+from ..events import CheckpointEvent
 from . import register_parser
+from .announcements import KIND_TRAINER, huggingface_save
 from .base import LineParser
 from .common import NUMBER, NameTable, metrics_from_pairs, to_float
 
@@ -31,13 +35,16 @@ class HuggingFaceParser(LineParser):
         self._logs = 0
 
     def feed(self, block):
-        if "'epoch'" not in block.text:
+        if "'epoch'" not in block.text and "Saving model checkpoint" not in block.text:
             return []
         return super().feed(block)
 
     def parse_line(self, text, number, wall_time):
         if "'epoch'" not in text:
-            return None
+            saved = huggingface_save(text) if "Saving model" in text else None
+            if saved is None:
+                return None
+            return [CheckpointEvent(saved.path, KIND_TRAINER, saved.iteration, None, number, wall_time)]
         found = _KV_RE.findall(text)
         if not found:
             return None

@@ -1,10 +1,15 @@
-"""Keras / tf.keras / Keras 3: ``Epoch E/N`` then progress-bar or verbose=2 metric lines."""
+"""Keras / tf.keras / Keras 3: ``Epoch E/N`` then progress-bar or verbose=2 metric lines.
+
+ModelCheckpoint's ``Epoch 1: saving model to ckpt/weights.01.keras`` (printed before the save)
+is a `CheckpointEvent` of kind ``keras`` with the epoch as printed."""
 from __future__ import annotations
 
 import re
 from typing import ClassVar
 
+from ..events import CheckpointEvent
 from . import register_parser
+from .announcements import KIND_KERAS, keras_save
 from .base import LineParser
 from .common import NUMBER, NameTable, fnum, metrics_from_pairs
 
@@ -34,6 +39,10 @@ class KerasParser(LineParser):
                 m = _EPOCH_RE.match(text)
                 if m:
                     self._epoch = int(m.group(1))
+                    return None
+                saved = keras_save(text)
+                if saved is not None:
+                    return [CheckpointEvent(saved.path, KIND_KERAS, None, fnum(saved.epoch), number, wall_time)]
             return None
         found = _KV_RE.findall(text)
         if not found:

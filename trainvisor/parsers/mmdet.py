@@ -6,10 +6,18 @@ Text: ``Epoch [1][50/361]\\tlr: 2.473e-04, ..., loss: 1.4563`` (2.x),
 `iteration` is global: (epoch - 1) * iterations per epoch + iter; the JSON
 lines carry no per-epoch total, so it is learned from the first epoch's last
 record (or taken from ``--iters-per-epoch``).
+
+``Saving checkpoint at 12 epochs`` (printed before the save) names no path: the checkpoint is
+``epoch_12.pth`` (``iter_N.pth``) in the checkpoint folder, which the log gives as
+``Checkpoints will be saved to DIR`` (mmengine, mmcv >= 1.4), else as the runner's
+``work_dir: DIR`` (mmcv's ``Start running`` line) or the config dump's ``work_dir = 'DIR'``.
+Before any of them the save yields no event: a path made up relative to the working
+directory would be wrong, and the watcher would look for it in the wrong place.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import ClassVar
 
@@ -23,6 +31,8 @@ __all__ = ["MMDetParser"]
 _EPOCH_RE = re.compile(r"\b(Epoch|Iter)(?:\((\w+)\))?\s*(?:\[(\d+)\])?\s*\[\s*(\d+)/(\d+)\]")
 _KV_RE = re.compile(r"([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.:])")
 _SAVE_RE = re.compile(r"Saving checkpoint at (\d+) (epochs|iterations)")
+_OUT_DIR_RE = re.compile(r"Checkpoints will be saved to (\S.*?)(?: by \w+)?\.\s*$")
+_WORK_DIR_RE = re.compile(r"(?:\bwork_dir: |^work_dir = ['\"])([^'\",\s][^'\",]*?)['\"]?\s*$")
 _VAL_MODES = frozenset({"val", "test"})
 
 
@@ -38,6 +48,8 @@ class MMDetParser(TableReadingParser):
         self._ipe = self.options.iters_per_epoch
         self._json_epoch = 0
         self._max_iter = 0
+        self._out_dir: str | None = None    # from "Checkpoints will be saved to"
+        self._work_dir: str | None = None   # from work_dir (the default checkpoint folder)
 
     def parse_own(self, text, number, wall_time):
         if '"mode"' in text and text.lstrip().startswith("{"):
@@ -45,13 +57,29 @@ class MMDetParser(TableReadingParser):
         if "Epoch" in text or "Iter" in text:
             return self._text(text, number, wall_time)
         if "Saving checkpoint at" in text:
-            m = _SAVE_RE.search(text)
-            if m:
-                n = int(m.group(1))
-                if m.group(2) == "epochs":
-                    return [CheckpointEvent(f"epoch_{n}.pth", "pth", None, fnum(n), number, wall_time)]
-                return [CheckpointEvent(f"iter_{n}.pth", "pth", n, None, number, wall_time)]
+            return self._saving(text, number, wall_time)
+        if "work_dir" in text or "Checkpoints will be saved to" in text:
+            self._learn_folder(text)
         return None
+
+    def _learn_folder(self, text: str) -> None:
+        m = _OUT_DIR_RE.search(text)
+        if m:
+            self._out_dir = m.group(1)
+            return
+        m = _WORK_DIR_RE.search(text)
+        if m:
+            self._work_dir = m.group(1)
+
+    def _saving(self, text, number, wall_time):
+        m = _SAVE_RE.search(text)
+        folder = self._out_dir or self._work_dir
+        if m is None or folder is None:
+            return None
+        n = int(m.group(1))
+        if m.group(2) == "epochs":
+            return [CheckpointEvent(os.path.join(folder, f"epoch_{n}.pth"), "pth", None, fnum(n), number, wall_time)]
+        return [CheckpointEvent(os.path.join(folder, f"iter_{n}.pth"), "pth", n, None, number, wall_time)]
 
     def _text(self, text, number, wall_time):
         m = _EPOCH_RE.search(text)

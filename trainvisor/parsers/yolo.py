@@ -4,15 +4,18 @@ The v5/v7/Ultralytics trainers print a header (``Epoch gpu_mem box obj cls ...``
 then one row per epoch (a tqdm bar whose final state is the epoch's result),
 and a validation header (``Class Images Labels P R mAP@.5 ...``) then an ``all``
 row. Column names come from the last header seen; ``results.txt`` has no
-header, so its v5 column layout is built in.
+header, so its v5 column layout is built in. YOLOv5/Ultralytics save ``last.pt``/``best.pt``
+every epoch without a word; the one announcement is the final ``Optimizer stripped from
+W.pt, 14.8MB``, printed after W is rewritten: a `CheckpointEvent` of kind ``stripped``.
 """
 from __future__ import annotations
 
 import re
 from typing import ClassVar
 
-from ..events import PHASE_TRAIN, PHASE_VAL, Metric
+from ..events import PHASE_TRAIN, PHASE_VAL, CheckpointEvent, Metric
 from . import register_parser
+from .announcements import KIND_STRIPPED, yolo_stripped
 from .common import NUMBER, fnum, to_float
 from .tables import TABLE_MARKERS, TableReadingParser
 
@@ -48,6 +51,9 @@ class YoloParser(TableReadingParser):
     def parse_own(self, text, number, wall_time):
         if "epoch: " in text:
             return self._yolox(text, number, wall_time)
+        if "Optimizer stripped" in text:
+            saved = yolo_stripped(text)
+            return [CheckpointEvent(saved.path, KIND_STRIPPED, None, None, number, wall_time)] if saved else None
         stripped = text.strip()
         if stripped.startswith("Epoch "):
             self._train_cols = stripped.split()[2:]  # after Epoch, gpu_mem

@@ -158,22 +158,23 @@ class _Parts:
             stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
-        if not dirs:
+        if not dirs and self.manager is None:
             if cfg.watch.checkpoint_patterns:
                 from ..watch.recognizers import default_recognizers
 
                 default_recognizers(cfg.watch.checkpoint_patterns)  # a bad pattern is still an error
-            if self.manager is not None:
-                log.warning("upload.to %s: no directory to watch (give --watch DIR), nothing will be uploaded",
-                            cfg.upload.to)
             return
+        if not dirs:
+            log.info("upload.to %s: no --watch directory; the directories the training's log announces "
+                     "checkpoints in are watched", cfg.upload.to)
         from ..watch.record import CheckpointRecord, FanOut
 
         consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
         self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
                                      iters_per_epoch=cfg.parsing.iters_per_epoch)
         self.sinks.append(self.watcher.announcement_sink())
-        log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
+        if self.watcher.roots:
+            log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
 
     def supervise(self):
         from ..supervisor import Supervisor

@@ -10,7 +10,7 @@ from typing import Optional, Union
 
 __all__ = [
     "FileStat", "FileClosed", "FileChanged", "FileMoved", "FileDeleted", "FileFound", "Announced",
-    "DirAppeared", "Tick", "Stop", "WatchEvent", "TrackerEvent",
+    "DirAppeared", "WatchRequested", "Tick", "Stop", "WatchEvent", "TrackerEvent",
 ]
 
 
@@ -85,6 +85,14 @@ class DirAppeared:
 
 
 @dataclass(frozen=True)
+class WatchRequested:
+    """The training's log announced a checkpoint in `path`, a directory no root covers: watch it
+    from now on (thread: pipeline)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed: settle and partial-set deadlines are checked."""
 
@@ -97,4 +105,4 @@ class Stop:
 
 
 TrackerEvent = Union[FileClosed, FileChanged, FileMoved, FileDeleted, FileFound, Announced, Tick]
-WatchEvent = Union[TrackerEvent, DirAppeared, Stop]
+WatchEvent = Union[TrackerEvent, DirAppeared, WatchRequested, Stop]

@@ -140,23 +140,31 @@ class RootWatches:
     def ensure(self, *, initial: bool = False) -> None:
         """(Re)resolve every root not yet watched itself. Cheap: stat calls only."""
         for root in self._roots:
-            current = self._watched.get(root)
-            if current is not None and current[1]:
-                continue
-            target = _nearest_existing(root)
-            is_root = target == root
-            if current is not None and current == (target, is_root):
-                continue
-            try:
-                self._schedule(target, is_root)
-            except OSError as exc:
-                log.warning("cannot watch %s: %s", target, exc)
-                continue
-            if current is not None:
-                self._unschedule(*current)
-            self._watched[root] = (target, is_root)
-            if is_root and not initial:
-                log.info("watching %s (created after start)", root)
-                self._on_ready(root)
-            elif not is_root and initial:
-                log.info("%s does not exist yet; watching %s for its creation", root, target)
+            self._resolve(root, initial=initial)
+
+    def add(self, root: str) -> None:
+        """Watch one more root (the caller has put it in the roots list). Its files that exist
+        now are the caller's to scan; if it does not exist yet it is scanned once it appears."""
+        self._resolve(root, initial=True)
+
+    def _resolve(self, root: str, *, initial: bool) -> None:
+        current = self._watched.get(root)
+        if current is not None and current[1]:
+            return
+        target = _nearest_existing(root)
+        is_root = target == root
+        if current is not None and current == (target, is_root):
+            return
+        try:
+            self._schedule(target, is_root)
+        except OSError as exc:
+            log.warning("cannot watch %s: %s", target, exc)
+            return
+        if current is not None:
+            self._unschedule(*current)
+        self._watched[root] = (target, is_root)
+        if is_root and not initial:
+            log.info("watching %s (created after start)", root)
+            self._on_ready(root)
+        elif not is_root and initial:
+            log.info("%s does not exist yet; watching %s for its creation", root, target)

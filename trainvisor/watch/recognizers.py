@@ -1,6 +1,7 @@
 """Which files are checkpoints, and which files make one checkpoint complete.
 
-A recogniser looks only at a file's name: it says which set (checkpoint) the file
+A recogniser looks at a file's name (one that defines `match_path` at its path: the
+Hugging Face Trainer's sets are folders): it says which set (checkpoint) the file
 belongs to, what role it plays in the set, and the iteration/epoch the name
 carries. `required_roles` says, from the parts seen so far, which roles the set
 needs before it can be handed over. Recognisers are tried in registry order; the
@@ -23,6 +24,7 @@ __all__ = [
     "default_recognizers",
     "available_recognizers",
     "PatternRecognizer",
+    "HuggingFaceRecognizer",
     "is_temporary",
     "recognize",
 ]
@@ -188,6 +190,29 @@ class PytorchRecognizer(_SuffixRecognizer):
     suffixes = (".pt", ".pth", ".ckpt", ".pth.tar")
 
 
+class HuggingFaceRecognizer:
+    """Every file directly in a Trainer's ``checkpoint-N`` folder: one checkpoint of step N, whatever
+    files the model, tokenizer, optimizer and scheduler add. ``trainer_state.json`` is required: the
+    Trainer writes it after the weights, optimizer, scheduler and RNG state (older versions wrote
+    ``rng_state.pth`` after it; the set is then handed over once more, with it)."""
+
+    name = "huggingface"
+    _folder = re.compile(r"^checkpoint-(\d+)$")
+
+    def match(self, filename: str) -> Optional[Part]:
+        return None  # a file's name alone never says it belongs to a Trainer checkpoint
+
+    def match_path(self, path: str) -> Optional[Part]:
+        folder = os.path.basename(os.path.dirname(path))
+        m = self._folder.match(folder)
+        if m is None:
+            return None
+        return Part(self.name, folder, os.path.basename(path), int(m.group(1)))
+
+    def required_roles(self, seen: frozenset[str]) -> Optional[frozenset[str]]:
+        return frozenset({"trainer_state.json"})
+
+
 class PatternRecognizer(_Single):
     """A user pattern (`--checkpoint-pattern`): a glob on the file name, or
     `re:REGEX` (full match) whose named groups `iter` / `epoch` give the numbers.
@@ -224,7 +249,8 @@ def register_recognizer(name: str, factory: Callable[[], Recognizer]) -> None:
     _REGISTRY[name] = factory
 
 
-for _cls in (CaffeRecognizer, MxnetRecognizer, TensorflowRecognizer, KerasRecognizer, PytorchRecognizer):
+for _cls in (HuggingFaceRecognizer, CaffeRecognizer, MxnetRecognizer, TensorflowRecognizer, KerasRecognizer,
+             PytorchRecognizer):
     register_recognizer(_cls.name, _cls)
 
 
@@ -246,7 +272,8 @@ def recognize(path: str, recognizers: Sequence[Recognizer]) -> Optional[tuple[Re
     if not filename or is_temporary(filename):
         return None
     for r in recognizers:
-        part = r.match(filename)
+        by_path = getattr(r, "match_path", None)
+        part = by_path(path) if by_path is not None else r.match(filename)
         if part is not None:
             return r, part
     return None

@@ -119,6 +119,12 @@ class CheckpointTracker:
         self._check_partial(now)
         return self._take()
 
+    def add_root(self, root: str) -> None:
+        """Track files under `root` too (a directory the training's log announced a checkpoint in)."""
+        if root not in self.roots:
+            self.roots.append(root)
+            self.roots.sort(key=len, reverse=True)
+
     def recognizes(self, path: str) -> bool:
         return recognize(path, self.recognizers) is not None
 

@@ -19,7 +19,8 @@ from watchdog.observers.api import BaseObserver
 
 from ..events import Checkpoint
 from .announce import AnnouncementSink
-from .fsevents import Announced, DirAppeared, FileFound, FileStat, Stop, Tick, WatchEvent
+from .announced import directory_to_watch
+from .fsevents import Announced, DirAppeared, FileFound, FileStat, Stop, Tick, WatchEvent, WatchRequested
 from .observe import EnqueueHandler, RootWatches, make_observer
 from .policy import UploadPolicy
 from .recognizers import Recognizer, default_recognizers
@@ -73,11 +74,15 @@ class CheckpointWatcher:
         self._thread: Optional[threading.Thread] = None
         self._initial: dict[str, FileStat] = {}
         self._watches: Optional[RootWatches] = None
+        self._started_ns = 0                    # wall clock at start: older files belong to earlier runs
+        self._home = os.path.expanduser("~")
+        self._unwatchable: set[str] = set()     # announced paths said once to be left unwatched
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "CheckpointWatcher":
         if self._thread is not None:
             return self
+        self._started_ns = time.time_ns()
         self._observer = self._observer_factory()
         self._watches = RootWatches(self.roots, self._observer, self._handler, self._scan)
         self._watches.ensure(initial=True)
@@ -125,6 +130,16 @@ class CheckpointWatcher:
         """Evidence from the log that `path` is completely written (thread-safe)."""
         self._q.put(Announced(os.path.join(self.cwd, path)))
 
+    def watch_announced(self, path: str, *, directory: bool = False) -> None:
+        """The log announced a checkpoint at `path` (a directory checkpoint with `directory`):
+        watch where it is, from now on, if no root covers it (see `announced`). Pipeline thread."""
+        target = directory_to_watch(path, directory=directory, cwd=self.cwd, home=self._home)
+        if target is not None:
+            self._q.put(WatchRequested(target))
+        elif path not in self._unwatchable and len(self._unwatchable) < 100:
+            self._unwatchable.add(path)
+            log.info("checkpoint %s announced where the run does not watch (give --watch for it)", path)
+
     # -- the watcher's thread --------------------------------------------------------
     def _loop(self) -> None:
         last_ensure = self.clock()
@@ -160,6 +175,14 @@ class CheckpointWatcher:
                     log.exception("checkpoint watcher: error handling %r", event)
 
     def _handle(self, event: WatchEvent) -> None:
+        if isinstance(event, WatchRequested):
+            self._add_root(event.path)
+            return
+        if isinstance(event, Announced) and os.path.isdir(event.path):
+            for dirpath, _dirs, names in os.walk(event.path):  # a directory checkpoint: its files
+                for n in names:
+                    self._hand_over(self.tracker.feed(Announced(os.path.join(dirpath, n))))
+            return
         if isinstance(event, DirAppeared):
             if self._watches is not None and self._watches.pending:
                 self._watches.ensure()
@@ -182,15 +205,35 @@ class CheckpointWatcher:
             self.stats.handed_over += 1
             log.info("checkpoint %s complete (%d files), handed to the uploader", cp.name, len(cp.files))
 
+    def _add_root(self, root: str) -> None:
+        """Watch `root` from now on. Its files older than the run belong to earlier runs; newer
+        ones were written during the run before the watch existed: they complete by settling."""
+        if self.tracker.root_of(root) is not None:
+            return
+        self.roots.append(root)
+        self.roots.sort(key=len, reverse=True)  # in place: RootWatches holds this list
+        self.tracker.add_root(root)
+        if self._watches is not None:
+            self._watches.add(root)
+        log.info("watching %s: the training's log announced a checkpoint there", root)
+        for path, st in self._existing_in(root):
+            if st.mtime_ns < self._started_ns:
+                self._initial[path] = st
+            else:
+                self._hand_over(self.tracker.feed(FileFound(path)))
+
     def _existing(self) -> Iterable[tuple[str, FileStat]]:
         for root in self.roots:
-            for dirpath, _dirs, names in os.walk(root):
-                for n in names:
-                    path = os.path.join(dirpath, n)
-                    if self.tracker.recognizes(path):
-                        st = self._stat(path)
-                        if st is not None:
-                            yield path, st
+            yield from self._existing_in(root)
+
+    def _existing_in(self, root: str) -> Iterable[tuple[str, FileStat]]:
+        for dirpath, _dirs, names in os.walk(root):
+            for n in names:
+                path = os.path.join(dirpath, n)
+                if self.tracker.recognizes(path):
+                    st = self._stat(path)
+                    if st is not None:
+                        yield path, st
 
     def _finish(self) -> None:
         self.tracker.reconcile(self._existing(), self._initial)
