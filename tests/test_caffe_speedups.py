@@ -97,6 +97,15 @@ def test_c_jsonl_formatting_is_the_python_formatting(events):
     assert jsonl._c_format(events, Metric, jsonl._NAMES, jsonl._format_event) == expected
 
 
+@pytest.mark.parametrize("number", [0, 7, -1, 10**18, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1])
+def test_c_jsonl_integers_at_the_edges_of_long_long(number):
+    """Integers are written by C digit by digit (no snprintf) up to the ends of long long, by Python past them."""
+    events = [Metric("loss", 0.5, number, "train", number, None, None, 1.5, 3)]
+    text = jsonl._c_format(events, Metric, jsonl._NAMES, jsonl._format_event)
+    assert text == jsonl._format_event(events[0])
+    assert json.loads(text)["iteration"] == number
+
+
 def jsonl_text(events, extra: dict, use_c: bool) -> str:
     saved = jsonl._FAST
     out = io.StringIO()

@@ -44,16 +44,18 @@ static int put_number_cached(sbuf *b, PyObject *v, numcache *c) {
     return rc;
 }
 
-/* int or None; same conventions */
+/* int or None; same conventions. Digits by put_uint: snprintf cost a fifth of a record. */
 static int put_int(sbuf *b, PyObject *v) {
     char tmp[32];
+    int n = 0;
     if (v == Py_None) return sb_str(b, "null");
     if (!PyLong_CheckExact(v)) return 1;
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 1; }
-    snprintf(tmp, sizeof tmp, "%lld", x);
-    return sb_str(b, tmp) ? -1 : 0;
+    if (x < 0) tmp[n++] = '-';
+    n += put_uint(tmp + n, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x);
+    return sb_put(b, tmp, (size_t)n) ? -1 : 0;
 }
 static int put_cached(sbuf *b, PyObject *names, PyObject *key) {
     PyObject *q = PyDict_GetItemWithError(names, key);
