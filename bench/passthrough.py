@@ -5,15 +5,26 @@
     (as glog does): its own run time under trainvisor vs under `| cat`, and the
     delay from each line's write to its metric record reaching a sink (p50/p99).
 (b) the child writes 5M lines as fast as it can in 64 KiB writes: lines/s
-    through `trainvisor run` (parsing and JSONL on) vs through `cat`.
+    through `trainvisor run` (parsing and JSONL on) vs through `cat`, and how many
+    of them were parsed: bytes more than the parse backlog (128 MiB a stream) ahead
+    of the parser pass through unparsed, so when the parser falls behind, lines/s
+    counts lines that were only passed through (the 5M-line log is ~500 MB).
+    `--lines-b 1000000` (~100 MB) parses every line.
 
     python bench/passthrough.py [--lines-a 1000000] [--rate 100000] [--lines-b 5000000]
+                                [--rounds 1] [--compare OTHER_CHECKOUT ...]
+
+`--rounds N` repeats (b), `cat` and each checkout alternating so drift hits all alike, and
+prints medians; `--compare` adds (b) from another checkout (e.g. the commit before a change,
+its C extensions built in place), run from that checkout with its own `trainvisor`.
 """
 from __future__ import annotations
 
 import argparse
 import array
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,59 +94,97 @@ def percentile(values, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def paced_section(a, py: str, child: str, tmp: str) -> None:
+    """(a): a child paced at `a.rate` lines/s, under cat and under an in-process Supervisor."""
+    elapsed_file = os.path.join(tmp, "elapsed")
+    log_a = dense_caffe_log(a.lines_a)
+    argv = [py, child, str(log_a), "lines", str(a.rate), "-", elapsed_file]
+    subprocess.run(f"{' '.join(argv)} 2>&1 | cat > /dev/null", shell=True, check=True)
+    cat_elapsed = float(open(elapsed_file).read())
+    stamps_file = os.path.join(tmp, "stamps")
+    argv = [py, child, str(log_a), "lines", str(a.rate), stamps_file, elapsed_file]
+    sink = ArrivalSink()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        parser = create_parser("caffe", ParserOptions(year=2026))
+        Supervisor(argv, parser=parser, sinks=[sink], stdout_fd=devnull, stderr_fd=devnull,
+                   forward_signals=False).run()
+    finally:
+        os.close(devnull)
+    tv_elapsed = float(open(elapsed_file).read())
+    stamps = array.array("d")
+    with open(stamps_file, "rb") as f:
+        stamps.frombytes(f.read())
+    delays = [(t - stamps[line - 1]) * 1000 for line, t in zip(sink.lines, sink.times)]
+    print(f"(a) {a.lines_a} lines at {a.rate:.0f} lines/s, one write per line")
+    print(f"    child run time: under cat {cat_elapsed:.2f} s, under trainvisor {tv_elapsed:.2f} s: "
+          f"{tv_elapsed / cat_elapsed:.3f}x   (target <= 1.05x)")
+    print(f"    write -> metric record delay over {len(delays)} metrics: p50 {percentile(delays, 0.5):.1f} ms, "
+          f"p99 {percentile(delays, 0.99):.1f} ms, max {max(delays):.1f} ms   (target p99 < 50 ms)")
+
+
+def parsed_lines(run_dir: str) -> float:
+    """Lines the run parsed, from its run log's last words ('ended: exit code 0, N lines, ...')."""
+    try:
+        text = open(os.path.join(run_dir, "train.log"), encoding="utf-8", errors="replace").read()
+    except OSError:
+        return float("nan")
+    found = re.findall(r"ended: exit code \d+, (\d+) lines", text)
+    return float(found[-1]) if found else float("nan")
+
+
+def run_through(checkout: str, argv: list[str], tmp: str) -> tuple[float, float]:
+    """(seconds, lines parsed) of `trainvisor run` from `checkout` around `argv`."""
+    run_dir = tempfile.mkdtemp(dir=tmp)
+    env = {**os.environ, "PYTHONPATH": checkout}
+    t0 = time.perf_counter()
+    subprocess.run([argv[0], "-m", "trainvisor", "run", "--parser", "caffe", "--year", "2026",
+                    "--run-dir", os.path.join(run_dir, "run"), "--", *argv], cwd=checkout, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    seconds = time.perf_counter() - t0
+    return seconds, parsed_lines(os.path.join(run_dir, "run"))
+
+
+def flat_out_section(a, py: str, child: str, tmp: str) -> None:
+    """(b): the child as fast as it can, through cat and through each checkout, alternating."""
+    log_b = dense_caffe_log(a.lines_b)
+    n_b = sum(1 for _ in open(log_b, "rb"))
+    argv = [py, child, str(log_b), "chunks", "0", "-", os.path.join(tmp, "elapsed")]
+    checkouts = [str(ROOT), *(os.path.abspath(c) for c in a.compare)]
+    cat_times: list[float] = []
+    runs: dict[str, list[tuple[float, float]]] = {c: [] for c in checkouts}
+    for _ in range(a.rounds):
+        t0 = time.perf_counter()
+        subprocess.run(f"{' '.join(argv)} 2>&1 | cat > /dev/null", shell=True, check=True)
+        cat_times.append(time.perf_counter() - t0)
+        for checkout in checkouts:
+            runs[checkout].append(run_through(checkout, argv, tmp))
+    what = f"medians of {a.rounds} alternating rounds" if a.rounds > 1 else "one round"
+    print(f"(b) {n_b} lines in 64 KiB writes ({what}): through cat {n_b / statistics.median(cat_times) / 1e3:.0f}k lines/s")
+    for checkout in checkouts:
+        seconds = statistics.median(t for t, _ in runs[checkout])
+        parsed = statistics.median(p for _, p in runs[checkout])
+        rates = " ".join(f"{n_b / t / 1e3:.0f}k" for t, _ in runs[checkout])
+        print(f"    through trainvisor (parsing + JSONL) from {checkout}: {n_b / seconds / 1e3:.0f}k lines/s, "
+              f"{parsed:.0f} lines parsed ({parsed / seconds / 1e3:.0f}k parsed lines/s)   (target >= 700k lines/s)")
+        if a.rounds > 1:
+            print(f"      each round: {rates}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines-a", type=int, default=1_000_000)
     ap.add_argument("--rate", type=float, default=100_000)
     ap.add_argument("--lines-b", type=int, default=5_000_000)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--compare", metavar="OTHER_CHECKOUT", action="append", default=[])
     a = ap.parse_args()
-    py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         child = os.path.join(tmp, "child.py")
         with open(child, "w") as f:
             f.write(CHILD)
-        elapsed_file = os.path.join(tmp, "elapsed")
-
-        # (a) paced child
-        log_a = dense_caffe_log(a.lines_a)
-        argv = [py, child, str(log_a), "lines", str(a.rate), "-", elapsed_file]
-        subprocess.run(f"{' '.join(argv)} 2>&1 | cat > /dev/null", shell=True, check=True)
-        cat_elapsed = float(open(elapsed_file).read())
-        stamps_file = os.path.join(tmp, "stamps")
-        argv = [py, child, str(log_a), "lines", str(a.rate), stamps_file, elapsed_file]
-        sink = ArrivalSink()
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            parser = create_parser("caffe", ParserOptions(year=2026))
-            Supervisor(argv, parser=parser, sinks=[sink], stdout_fd=devnull, stderr_fd=devnull,
-                       forward_signals=False).run()
-        finally:
-            os.close(devnull)
-        tv_elapsed = float(open(elapsed_file).read())
-        stamps = array.array("d")
-        with open(stamps_file, "rb") as f:
-            stamps.frombytes(f.read())
-        delays = [(t - stamps[line - 1]) * 1000 for line, t in zip(sink.lines, sink.times)]
-        print(f"(a) {a.lines_a} lines at {a.rate:.0f} lines/s, one write per line")
-        print(f"    child run time: under cat {cat_elapsed:.2f} s, under trainvisor {tv_elapsed:.2f} s: "
-              f"{tv_elapsed / cat_elapsed:.3f}x   (target <= 1.05x)")
-        print(f"    write -> metric record delay over {len(delays)} metrics: p50 {percentile(delays, 0.5):.1f} ms, "
-              f"p99 {percentile(delays, 0.99):.1f} ms, max {max(delays):.1f} ms   (target p99 < 50 ms)")
-
-        # (b) flat out, 64 KiB writes
-        log_b = dense_caffe_log(a.lines_b)
-        n_b = sum(1 for _ in open(log_b, "rb"))
-        argv = [py, child, str(log_b), "chunks", "0", "-", elapsed_file]
-        t0 = time.perf_counter()
-        subprocess.run(f"{' '.join(argv)} 2>&1 | cat > /dev/null", shell=True, check=True)
-        t_cat = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        subprocess.run([py, "-m", "trainvisor", "run", "--parser", "caffe", "--year", "2026",
-                        "--run-dir", os.path.join(tmp, "run"), "--", *argv],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        t_tv = time.perf_counter() - t0
-        print(f"(b) {n_b} lines in 64 KiB writes: through cat {n_b / t_cat / 1e3:.0f}k lines/s, "
-              f"through trainvisor (parsing + JSONL) {n_b / t_tv / 1e3:.0f}k lines/s   (target >= 700k lines/s)")
+        paced_section(a, sys.executable, child, tmp)
+        flat_out_section(a, sys.executable, child, tmp)
 
 
 if __name__ == "__main__":

@@ -39,11 +39,11 @@ class JsonlSink:
             return
         try:
             if _c_format is not None and _FAST:
-                text = _c_format(events, Metric, _NAMES, _format_event)
+                text = _c_format(events, Metric, _NAMES, _format_event, self._suffix)
             else:
                 text = "".join(map(_format_event, events))
-            if self._suffix:  # every record is one line ending in "}": one replace per batch
-                text = text.replace("}\n", self._suffix + "}\n")
+                if self._suffix:  # every record is one line ending in "}"
+                    text = text.replace("}\n", self._suffix + "}\n")
             fh.write(text)
         except BrokenPipeError:
             self._reader_gone()
