@@ -35,3 +35,15 @@ def test_announced_checkpoint_is_uploaded_during_the_run_without_watch(tmp_path,
     assert sorted(f["relpath"] for f in record["files"]) == files
     log = (tmp_path / "r" / "train.log").read_text()
     assert f"watching {tmp_path / folder}: the training's log announced a checkpoint there" in log
+
+
+def test_no_announced_watch_leaves_announced_folders_alone_and_says_nothing_is_uploaded(tmp_path):
+    store = tmp_path / "store"
+    proc = subprocess.run(TRAINVISOR + ["run", "--run-dir", "r", "--run-id", "r1", "--parser", "keras",
+                                        "--no-announced-watch", "--upload-to", f"file://{store}", "--",
+                                        sys.executable, str(PROGRAM), "keras", str(store), "--no-wait"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no --watch directory and announced directories are not watched (--no-announced-watch): " \
+           "nothing will be uploaded" in proc.stderr
+    assert (tmp_path / "ckpt" / "best.keras").exists() and not (store / "r1").exists()

@@ -92,6 +92,8 @@ class WatchConfig(Section):
     checkpoint_patterns: tuple[str, ...] = setting((), help="More checkpoint file names: GLOB or re:REGEX.")
     policy: str = setting("all", check=upload_policy, help="Which checkpoints to upload: all, epoch-end, every-N, last.")
     solver_watch: bool = setting(True, help="With `caffe train -solver FILE`, watch its snapshot_prefix directory.")
+    announced: bool = setting(True, help="Watch the directories the training's log announces checkpoints in "
+                                         "(Keras, Trainer, Lightning, detectron2, mmdet, Caffe, ...).")
 
 
 @dataclass(frozen=True)

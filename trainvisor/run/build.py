@@ -61,7 +61,7 @@ def build_watcher(cfg: WatchConfig, dirs: Sequence[str], *, cwd: str, consumer: 
     from ..watch.watcher import CheckpointWatcher
 
     return CheckpointWatcher(dirs, consumer=consumer, recognizers=recognizers, poll=cfg.poll,
-                             settle=cfg.settle, policy=policy, cwd=cwd)
+                             settle=cfg.settle, policy=policy, cwd=cwd, follow_announcements=cfg.announced)
 
 
 def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]":

@@ -164,6 +164,10 @@ class _Parts:
 
                 default_recognizers(cfg.watch.checkpoint_patterns)  # a bad pattern is still an error
             return
+        if not dirs and not cfg.watch.announced:
+            log.warning("upload.to %s: no --watch directory and announced directories are not watched "
+                        "(--no-announced-watch): nothing will be uploaded", cfg.upload.to)
+            return
         if not dirs:
             log.info("upload.to %s: no --watch directory; the directories the training's log announces "
                      "checkpoints in are watched", cfg.upload.to)

@@ -54,8 +54,11 @@ class CheckpointWatcher:
                  partial_after: float = 120.0, include_existing: bool = False,
                  clock: Callable[[], float] = time.monotonic, poll_interval: Optional[float] = None,
                  cwd: Optional[str] = None, observer_factory: Optional[Callable[[], BaseObserver]] = None,
-                 stat: StatFn = stat_file) -> None:
+                 stat: StatFn = stat_file, follow_announcements: bool = True) -> None:
+        """`follow_announcements`: a checkpoint the log announces outside every root makes its
+        directory a root (see `watch_announced`); off, only `dirs` are watched."""
         self.cwd = cwd or os.getcwd()
+        self.follow_announcements = follow_announcements
         self.roots = sorted({os.path.abspath(os.path.join(self.cwd, d)) for d in dirs}, key=len, reverse=True)
         self.consumer = consumer
         self.recognizers = list(recognizers) if recognizers is not None else default_recognizers()
@@ -133,6 +136,8 @@ class CheckpointWatcher:
     def watch_announced(self, path: str, *, directory: bool = False) -> None:
         """The log announced a checkpoint at `path` (a directory checkpoint with `directory`):
         watch where it is, from now on, if no root covers it (see `announced`). Pipeline thread."""
+        if not self.follow_announcements:
+            return
         target = directory_to_watch(path, directory=directory, cwd=self.cwd, home=self._home)
         if target is not None:
             self._q.put(WatchRequested(target))
