@@ -55,6 +55,7 @@ class _BarState(NamedTuple):
     pairs: list
     line: int
     wall_time: float
+    carries_over: bool  # a tqdm bar: a new epoch's first states still show the last epoch's values
 
     @property
     def step(self) -> Optional[int]:
@@ -101,14 +102,14 @@ class LightningParser(LineParser):
                 m = _TQDM_RE.search(text)
                 if m is not None:
                     state = _BarState(int(m.group(1)), int(m.group(2)), int(m.group(3)),
-                                      _TQDM_KV_RE.findall(m.group(4)), number, wall_time)
+                                      _TQDM_KV_RE.findall(m.group(4)), number, wall_time, True)
                     return self._flush() + self._read(state)
             m = _RICH_RE.match(text)
             if m is not None:
                 out = self._flush()
                 total = int(m.group(3)) if m.group(3) != "?" else None
                 self._pending = _BarState(int(m.group(1)), int(m.group(2)), total,
-                                          _RICH_KV_RE.findall(m.group(4)), number, wall_time)
+                                          _RICH_KV_RE.findall(m.group(4)), number, wall_time, False)
                 return out
         if self._pending is not None and _RICH_MORE_RE.match(text):
             self._pending.pairs.extend(_RICH_KV_RE.findall(text))
@@ -126,7 +127,9 @@ class LightningParser(LineParser):
     def _read(self, state: _BarState) -> list[Metric]:
         """Metrics for the values of one bar state that are new (see the module's docstring)."""
         validated, self._validated = self._validated, None
-        self._bar = state
+        previous, self._bar = self._bar, state
+        if validated is None and state.carries_over and previous is not None and previous.epoch < state.epoch:
+            validated = _Validated(previous.epoch, previous.step)
         if len(self._seen) > _SEEN_LIMIT:
             self._seen.clear()
         inside_epoch = validated is None and state.total is not None and state.n < state.total
