@@ -86,6 +86,7 @@ class LightningParser(LineParser):
         self._bar: Optional[_BarState] = None  # the last bar state read
         self._validated: Optional[_Validated] = None  # a validation bar since that state
         self._pending: Optional[_BarState] = None  # a Rich bar waiting for its continuation lines
+        self._last_pairs: list = []  # the (key, text) pairs of the last state read
 
     def feed(self, block):
         text = block.text
@@ -111,11 +112,13 @@ class LightningParser(LineParser):
                 self._pending = _BarState(int(m.group(1)), int(m.group(2)), total,
                                           _RICH_KV_RE.findall(m.group(4)), number, wall_time, False)
                 return out
-        if self._pending is not None and _RICH_MORE_RE.match(text):
-            self._pending.pairs.extend(_RICH_KV_RE.findall(text))
-            return None
-        out = self._flush()
-        if self._bar is not None and text.lstrip().startswith("Validation"):
+        out = None
+        if self._pending is not None:
+            if _RICH_MORE_RE.match(text):
+                self._pending.pairs.extend(_RICH_KV_RE.findall(text))
+                return None
+            out = self._flush()
+        if "Validation" in text and self._bar is not None and text.lstrip().startswith("Validation"):
             self._validated = _Validated(self._bar.epoch, self._bar.step)
         return out
 
@@ -130,6 +133,9 @@ class LightningParser(LineParser):
         previous, self._bar = self._bar, state
         if validated is None and state.carries_over and previous is not None and previous.epoch < state.epoch:
             validated = _Validated(previous.epoch, previous.step)
+        if state.pairs == self._last_pairs:  # most states of a bar repeat the last one's values
+            return []
+        self._last_pairs = state.pairs
         if len(self._seen) > _SEEN_LIMIT:
             self._seen.clear()
         inside_epoch = validated is None and state.total is not None and state.n < state.total
