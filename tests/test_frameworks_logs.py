@@ -21,7 +21,7 @@ from trainvisor.events import Metric
 from trainvisor.lines import clean_text
 from trainvisor.parsers import create_parser
 
-from .parsing_helpers import FIXTURES, chunked_events, parse_file
+from .parsing_helpers import FIXTURES, chunked_events, parse_file, parse_text
 
 RICH, RICH_PTY, TQDM, MNIST = (FIXTURES / n for n in (
     "lightning-rich.log", "lightning-rich-pty.log", "lightning-tqdm-steps.log", "pytorch-mnist.log"))
@@ -60,6 +60,11 @@ def test_rich_values_are_read_from_the_continuation_lines_of_their_bar():
     bars = [i + 1 for i, line in enumerate(RICH.read_text(encoding="utf-8").splitlines()) if line.startswith("Epoch ")]
     assert bars == [5, 9, 14]  # the chatter of stderr sits between two epochs' bars
     assert sorted({e.line for e in events}) == bars
+
+
+def test_a_programs_own_validation_print_is_no_validation_bar():
+    text = RICH.read_text(encoding="utf-8").replace("Epoch ", "Validation loss: 0.123 (printed by the program)\nEpoch ")
+    assert epoch_rows(parse_text(text, "lightning")) == lightning_rows()
 
 
 def test_tqdm_step_values_reported_today_are_lightnings_own():

@@ -42,6 +42,8 @@ _TQDM_KV_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")(?![\w.])")
 _RICH_RE = re.compile(r"^\s*Epoch (\d+)/\d+ +[━╸╺]* *(\d+)/(\d+|\?) (.*)$")
 _RICH_KV_RE = re.compile(r"(?<![\w.@/-])([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.])")
 _RICH_MORE_RE = re.compile(r"^ {4,}[A-Za-z_][\w./@-]*: \S")
+# Lightning's own validation bars (tqdm, Rich), not a program's "Validation loss: ..." print
+_VALIDATION_RE = re.compile(r"^\s*Validation(?: DataLoader \d+)?(?::\s*(?:\d+%)?\||\s+[━╸╺])")
 _SKIP = frozenset({"v_num"})
 _SEEN_LIMIT = 4096
 
@@ -118,7 +120,7 @@ class LightningParser(LineParser):
                 self._pending.pairs.extend(_RICH_KV_RE.findall(text))
                 return None
             out = self._flush()
-        if "Validation" in text and self._bar is not None and text.lstrip().startswith("Validation"):
+        if "Validation" in text and self._bar is not None and _VALIDATION_RE.match(text):
             self._validated = _Validated(self._bar.epoch, self._bar.step)
         return out
 
