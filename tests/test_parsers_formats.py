@@ -46,9 +46,10 @@ EXPECTED = {
     "keras": [("loss", 0.35, 500, "val", None, None, 2.0), ("accuracy", 0.87, 500, "val", None, None, 2.0)],
     "huggingface": [("loss", math.nan, 2, "train", None, None, 0.2), ("grad_norm", math.inf, 2, "train", None, None, 0.2),
                     ("accuracy", 0.88, 2, "val", None, None, 0.2)],
-    "lightning": [("loss", 0.55, 20, "val", None, None, 1.0), ("acc", 0.7, 20, "val", None, None, 1.0)],
-    "pytorch": [("loss", 1.8231, 640, "train", None, None, 1.0), ("loss", 0.1034, None, "val", None, None, 1.0),
-                ("accuracy", 0.9672, None, "val", None, None, 1.0),
+    # the "Epoch 1" bar shows the results of epoch 0 (step 9) still: Lightning files them there
+    "lightning": [("loss", 0.55, 9, "val", None, None, 0.0), ("acc", 0.7, 9, "val", None, None, 0.0)],
+    "pytorch": [("loss", 1.8231, 640, "train", None, None, 1.0), ("loss", 0.1034, 60000, "test", None, None, 1.0),
+                ("accuracy", 0.9672, 60000, "test", None, None, 1.0),  # the program's word, at the epoch's end
                 ("loss", 3.105, 3 * 390 + 100, "train", None, None, 3.0), ("lr", 1e-03, 1270, "train", None, None, 3.0),
                 ("acc@1", 75.0, 78, "val", None, None, 3.0)],  # timm
     "detectron2": [("output/model_0000999.pth", "pth", 999, None), ("bbox/AP", 30.1, 19, "val", None, None, None)],

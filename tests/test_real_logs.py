@@ -199,7 +199,9 @@ def test_trl_string_values_and_tqdm_carriage_returns():
 def test_lightning_validation_values_once_per_change():
     _, ev = events_of("lightning/wandb-lightning-progress.log")
     acc = series(ev, "acc", "val")
-    assert [a.epoch for a in acc] == [float(e) for e in range(1, 10)]
+    # first shown by the next epoch's bar, filed (as Lightning's metrics.csv does) at the epoch validated
+    assert [a.epoch for a in acc] == [float(e) for e in range(0, 9)]
+    assert [a.iteration for a in acc[:2]] == [351, 707]  # that epoch's last batch seen (0-based, bar counts 356)
     assert max(a.value for a in acc) == 0.352 and acc[0].value == 0.227
 
 

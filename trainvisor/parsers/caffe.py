@@ -81,9 +81,11 @@ _new = tuple.__new__
 def _append(out: list, name: str, value: Optional[float], iteration: Optional[int], phase: str,
             test_net: Optional[int], seconds: Optional[float], epoch: Optional[float], wall: float,
             line: int) -> None:
-    """A Metric for a value that is a number; text that is none gives no metric."""
+    """A Metric for a value that is a number; text that is none gives no metric. Every field is
+    given (stream, rank, running: their defaults), as the C scanner gives them."""
     if value is not None:
-        out.append(_new(Metric, (name, value, iteration, phase, test_net, seconds, epoch, wall, line)))
+        out.append(_new(Metric, (name, value, iteration, phase, test_net, seconds, epoch, wall, line,
+                                 "stdout", None, False)))
 
 
 class _GlogClock:
@@ -204,7 +206,10 @@ class CaffeParser:
                 line_no += count("\n", pos, start + 1)
             pos = m.end()
             on_line(m.groups(), wall, line_no, out)
-        return out
+        stream = block.stream
+        if stream == "stdout":
+            return out
+        return [_new(Metric, ev[:9] + (stream,) + ev[10:]) if type(ev) is Metric else ev for ev in out]
 
     def _seconds(self, date: str, usec: str) -> Optional[float]:
         """Seconds since the first timed line, which becomes the start; None without a valid time."""
