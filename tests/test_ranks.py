@@ -131,7 +131,7 @@ def test_the_decision_needs_evidence_and_is_made_at_the_same_line_whatever_arriv
     assert ev.decided and ev.form.name == "torchrun"
     counter = Evidence()
     for i in range(1, 40):
-        counter.add(f"{i % 10}: loss")  # ten labels, each seen once until the 20th line: a counter, not ranks
+        counter.add(f"{i % 10}: loss")  # ten labels in turn, as ten tasks print: adopted once each came twice
         if counter.decided:
             break
     assert counter.decided and counter.form.name == "srun" and i == 20
@@ -212,3 +212,12 @@ def test_a_bad_rank_selection_says_what_is_allowed(text, problem):
 def test_rank_selections_read_as_written():
     assert parse_rank_selection("all").every
     assert parse_rank_selection(" 0, 3 ").ranks == {0, 3} and not parse_rank_selection("0,3").includes(1)
+
+
+def test_lines_that_only_look_like_labels_are_held_64_lines_at_most():
+    ev = Evidence()
+    for i in range(1, 64):
+        ev.add(f"{i}: loss=0.5")
+    assert not ev.decided  # every line looks like an srun label, none has shown it is one
+    ev.add("64: loss=0.5")
+    assert ev.decided and ev.form is None

@@ -22,8 +22,11 @@ evaluation tables print ``0: 0.55``). So no form is trusted from one line: a str
 form when at least `MIN_LINES` of its first lines carry it, they are at least as many as the
 lines that carry none, each rank shows up on two lines or more on average (a launcher's ranks
 all print the same things; a counter never repeats) and, for ``srun``, every label has the same
-width. `GIVE_UP` lines without any prefix before that make the stream plain for good. The rule
-reads lines in order, one at a time, so it decides at the same line whatever the chunking.
+width. `GIVE_UP` lines without any prefix before that make the stream plain for good, and so
+do `WINDOW` lines without a decision (a script printing ``1: loss=0.69``, ``2: ...`` matches
+the ``srun`` form on every line and is never adopted: its lines are held that long, no longer).
+The rule reads lines in order, one at a time, so it decides at the same line whatever the
+chunking.
 """
 from __future__ import annotations
 
@@ -31,10 +34,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-__all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "match_prefix"]
+__all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", "match_prefix"]
 
 MIN_LINES = 8
 GIVE_UP = 16
+WINDOW = 64
 _CTIME = r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
 
 
@@ -77,6 +81,7 @@ class Evidence:
     def __init__(self) -> None:
         self.decided = False
         self.form: Optional[PrefixForm] = None
+        self._seen = 0
         self._plain = 0
         self._counts: dict[str, _FormCount] = {}
 
@@ -84,19 +89,22 @@ class Evidence:
         """One line, in stream order; blank lines say nothing."""
         if self.decided or not text.strip():
             return
+        self._seen += 1
         hit = match_prefix(text)
-        if hit is None:
+        if hit is not None and self._count(*hit):
+            self._decide(hit[0])
+        elif hit is None:
             self._plain += 1
-            if self._plain >= GIVE_UP:
-                self._decide(None)
-            return
-        form, m = hit
+        if not self.decided and (self._plain >= GIVE_UP or self._seen >= WINDOW):
+            self._decide(None)
+
+    def _count(self, form: PrefixForm, m: re.Match) -> bool:
+        """Count a line of `form`; True when that makes the form evident."""
         count = self._counts.setdefault(form.name, _FormCount())
         count.lines += 1
         count.ranks.add(int(m.group("rank")))
         count.widths.add(len(m.group("rank")))
-        if self._evident(form, MIN_LINES):
-            self._decide(form)
+        return self._evident(form, MIN_LINES)
 
     def finish(self) -> None:
         """The stream ended before the rule decided: a short stream needs only two lines."""
