@@ -221,3 +221,13 @@ def test_lines_that_only_look_like_labels_are_held_64_lines_at_most():
     assert not ev.decided  # every line looks like an srun label, none has shown it is one
     ev.add("64: loss=0.5")
     assert ev.decided and ev.form is None
+
+
+def test_lines_before_the_first_prefix_like_line_are_parsed_at_once():
+    r = router("0", "generic")
+    split = LineSplitter("log")
+    assert [m.iteration for m in r.feed(split.feed(b"step=1 loss=0.5\nstep=2 loss=0.4\n", 0.0, 0.0))
+            if m.name == "loss"] == [1, 2]  # an ordinary log's metrics are not held back
+    assert r.feed(split.feed(b"3: step=3 loss=0.3\nstep=4 loss=0.2\n", 0.0, 0.0)) == []  # held from "3: " on
+    assert [(m.iteration, m.line) for m in r.finish() if m.name == "loss"] == [(3, 3), (4, 4)]
+    assert r.forms == {"log": None}

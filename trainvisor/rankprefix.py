@@ -85,10 +85,10 @@ class Evidence:
         self._plain = 0
         self._counts: dict[str, _FormCount] = {}
 
-    def add(self, text: str) -> None:
-        """One line, in stream order; blank lines say nothing."""
+    def add(self, text: str) -> bool:
+        """One line, in stream order (blank lines say nothing); True when it starts with a prefix form."""
         if self.decided or not text.strip():
-            return
+            return False
         self._seen += 1
         hit = match_prefix(text)
         if hit is not None and self._count(*hit):
@@ -97,6 +97,7 @@ class Evidence:
             self._plain += 1
         if not self.decided and (self._plain >= GIVE_UP or self._seen >= WINDOW):
             self._decide(None)
+        return hit is not None
 
     def _count(self, form: PrefixForm, m: re.Match) -> bool:
         """Count a line of `form`; True when that makes the form evident."""

@@ -6,9 +6,11 @@ metrics, each line behind its rank's prefix (see `rankprefix`). Fed to one parse
 would give eight copies of every metric, and their steps would interleave in one parser's state.
 `RankRouter` is a `Parser` that sits in front of the real ones:
 
-- per stream it holds the first lines until `rankprefix.Evidence` decides whether the stream
-  carries a prefix (at most `rankprefix.GIVE_UP` plain lines for an ordinary log); a plain
-  stream then goes to the one parser unchanged, block for block, at the cost of a call;
+- per stream, `rankprefix.Evidence` decides from the first lines whether the stream carries a
+  prefix. Lines before the first one that starts like a prefix go to the parser at once (they
+  would go there whatever the decision), so an ordinary log is never held back; from that line
+  on, lines are held until the decision. A plain stream then goes to the one parser unchanged,
+  block for block, at the cost of a call;
 - in a prefixed stream each line loses its prefix; consecutive lines of one rank become one
   `LineBlock` numbered as the physical lines were (a parser numbers lines
   ``block.first_line + offset``), fed to that rank's own parser (made by `parser_factory` when
@@ -67,10 +69,19 @@ def _with_rank(events: list[Event], rank: int) -> list[Event]:
     return [_new_tuple(Metric, ev[:cut] + (rank,) + ev[cut + 1:]) if type(ev) is Metric else ev for ev in events]
 
 
+def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
+    """`texts`, lines of `block` from its `start`-th on (as they are, or stripped), as a block
+    numbered as those physical lines."""
+    first = block.first_line + start
+    last = first + len(texts)
+    cut = tuple(n for n in block.truncated if first <= n < last) if block.truncated else ()
+    return LineBlock("\n".join(texts) + "\n", block.stream, first, len(texts), block.time, block.wall_time, cut)
+
+
 class _StreamState:
     """One stream's decision, and the blocks held until it is made."""
 
-    __slots__ = ("evidence", "held")
+    __slots__ = ("evidence", "held")  # held: from the first line that starts like a prefix on
 
     def __init__(self) -> None:
         self.evidence = Evidence()
@@ -106,14 +117,26 @@ class RankRouter:
         state = self._streams.get(stream)
         if state is None:
             state = self._streams[stream] = _StreamState()
-        state.held.append(block)
-        evidence = state.evidence
-        add = evidence.add
-        for text in block.text.split("\n"):  # the empty tail after the last "\n" is a blank line: ignored
-            add(text)
-            if evidence.decided:
-                return self._release(stream)
-        return []
+        lines = block.text.split("\n")
+        lines.pop()
+        hold_from = 0 if state.held else None
+        add = state.evidence.add
+        for i, text in enumerate(lines):
+            if add(text) and hold_from is None:
+                hold_from = i
+            if state.evidence.decided:
+                break
+        out: list[Event] = []
+        if hold_from is None:
+            out = self.unranked.feed(block)
+        elif hold_from == 0:
+            state.held.append(block)
+        else:
+            out = self.unranked.feed(_sub_block(block, lines[:hold_from], 0))
+            state.held.append(_sub_block(block, lines[hold_from:], hold_from))
+        if state.evidence.decided:
+            out = out + self._release(stream)
+        return out
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
@@ -162,10 +185,7 @@ class RankRouter:
         return out
 
     def _feed_run(self, block: LineBlock, rank: Optional[int], texts: list[str], start: int) -> list[Event]:
-        first = block.first_line + start
-        last = first + len(texts)
-        cut = tuple(n for n in block.truncated if first <= n < last) if block.truncated else ()
-        sub = LineBlock("\n".join(texts) + "\n", block.stream, first, len(texts), block.time, block.wall_time, cut)
+        sub = _sub_block(block, texts, start)
         if rank is None:
             return self.unranked.feed(sub)
         parser = self.by_rank.get(rank)
