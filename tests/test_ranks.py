@@ -136,9 +136,11 @@ def test_the_decision_needs_evidence_and_is_made_at_the_same_line_whatever_arriv
             break
     assert counter.decided and counter.form.name == "srun" and i == 20
     plain = Evidence()
-    for i in range(16):
+    for i in range(31):
         plain.add("ordinary line")
-    assert plain.decided and plain.form is None
+    assert not plain.decided
+    plain.add("ordinary line")
+    assert plain.decided and plain.form is None  # 32 lines without a prefix: plain for good
 
 
 def test_a_short_prefixed_stream_is_decided_when_it_ends():
@@ -149,7 +151,7 @@ def test_a_short_prefixed_stream_is_decided_when_it_ends():
 def test_each_stream_decides_for_itself():
     r = router("all", "generic")
     out = [b"[1,1]<stdout>:step=%d loss=0.5\n" % i for i in range(1, 9)]
-    err = b"".join(b"step=%d loss=0.7\n" % i for i in range(1, 17))
+    err = b"".join(b"step=%d loss=0.7\n" % i for i in range(1, 33))
     split_out, split_err = LineSplitter("stdout"), LineSplitter("stderr")
     events = r.feed(split_err.feed(err, 0.0, 0.0))
     for piece in out:
@@ -231,3 +233,14 @@ def test_lines_before_the_first_prefix_like_line_are_parsed_at_once():
     assert r.feed(split.feed(b"3: step=3 loss=0.3\nstep=4 loss=0.2\n", 0.0, 0.0)) == []  # held from "3: " on
     assert [(m.iteration, m.line) for m in r.finish() if m.name == "loss"] == [(3, 3), (4, 4)]
     assert r.forms == {"log": None}
+
+
+def test_torch_distributed_launch_warnings_before_the_ranks_do_not_hide_the_prefix():
+    detr = REAL_LOGS / "pytorch" / "detr-metriclogger-ddp.log"
+    if not detr.exists():
+        pytest.skip(f"{detr} is absent (the shared real logs are not on this machine)")
+    preamble = b"".join(detr.read_bytes().splitlines(keepends=True)[:13])  # launch.py's and torchrun's warnings
+    r = router("0")
+    events = feed_pieces(r, [preamble + TORCHRUN.read_bytes()])
+    assert r.forms["log"].name == "torchrun"
+    assert [(m.rank, m.value, m.line) for m in events][:2] == [(0, 2.30576, 13 + 9), (0, 1.8231, 13 + 11)]

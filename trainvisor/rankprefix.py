@@ -37,7 +37,7 @@ from typing import Optional
 __all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", "match_prefix"]
 
 MIN_LINES = 8
-GIVE_UP = 16
+GIVE_UP = 32  # torch.distributed.launch alone prints 14 lines of warnings before its ranks do
 WINDOW = 64
 _CTIME = r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
 
