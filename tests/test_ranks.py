@@ -131,10 +131,10 @@ def test_the_decision_needs_evidence_and_is_made_at_the_same_line_whatever_arriv
     assert ev.decided and ev.form.name == "torchrun"
     counter = Evidence()
     for i in range(1, 40):
-        counter.add(f"{i % 10}: loss")  # ten labels in turn, as ten tasks print: adopted once each came twice
+        counter.add(f"{i % 10}: loss")  # ten labels in turn, as ten tasks print: adopted once three repeat
         if counter.decided:
             break
-    assert counter.decided and counter.form.name == "srun" and i == 20
+    assert counter.decided and counter.form.name == "srun" and i == 13
     plain = Evidence()
     for i in range(31):
         plain.add("ordinary line")
@@ -216,13 +216,29 @@ def test_rank_selections_read_as_written():
     assert parse_rank_selection(" 0, 3 ").ranks == {0, 3} and not parse_rank_selection("0,3").includes(1)
 
 
-def test_lines_that_only_look_like_labels_are_held_64_lines_at_most():
+def test_a_counter_is_not_taken_for_labels():
     ev = Evidence()
-    for i in range(1, 64):
+    for i in range(1, 41):
         ev.add(f"{i}: loss=0.5")
-    assert not ev.decided  # every line looks like an srun label, none has shown it is one
-    ev.add("64: loss=0.5")
+    assert not ev.decided  # from "10: " on, a label of another width: srun is ruled out, the lines are plain
+    ev.add("41: loss=0.5")
     assert ev.decided and ev.form is None
+    wide = Evidence()
+    for i in range(100, 355):
+        wide.add(f"{i}: loss=0.5")
+    assert not wide.decided  # one width, no label twice: held until the window ends
+    wide.add("355: loss=0.5")
+    assert wide.decided and wide.form is None
+
+
+def test_many_ranks_that_each_print_once_first_are_recognised():
+    ev = Evidence()
+    lines = [f"[1,{r}]<stdout>:host-{r // 8}" for r in range(64)] + [f"[1,{r}]<stdout>:step 1" for r in range(64)]
+    for n, line in enumerate(lines, 1):
+        ev.add(line)
+        if ev.decided:
+            break
+    assert ev.form.name == "mpi" and n == 80
 
 
 def test_lines_before_the_first_prefix_like_line_are_parsed_at_once():

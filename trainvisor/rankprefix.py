@@ -20,13 +20,14 @@ Each form is written here as the launcher's source writes it:
 Bracketed forms are rare in ordinary logs; ``N: `` is not (darknet prints ``6001: 5.44, ...``,
 evaluation tables print ``0: 0.55``). So no form is trusted from one line: a stream adopts a
 form when at least `MIN_LINES` of its first lines carry it, they are at least as many as the
-lines that carry none, each rank shows up on two lines or more on average (a launcher's ranks
-all print the same things; a counter never repeats) and, for ``srun``, every label has the same
-width. `GIVE_UP` lines without any prefix before that make the stream plain for good, and so
-do `WINDOW` lines without a decision (a script printing ``1: loss=0.69``, ``2: ...`` matches
-the ``srun`` form on every line and is never adopted: its lines are held that long, no longer).
-The rule reads lines in order, one at a time, so it decides at the same line whatever the
-chunking.
+lines that carry none, and its labels repeat -- a launcher's ranks all print the same things,
+a counter never repeats: at least a quarter as many lines repeat a label as there are labels
+(and two), so 64 ranks that each print one line first are recognised at their 80th line. An
+``srun`` label of another width than the first rules the form out (``srun`` pads every label
+of a step to one width; a counter reaching 10 does not), and its lines then count as plain.
+`GIVE_UP` plain lines before the decision make the stream plain for good, and so do `WINDOW`
+lines without one. The rule reads lines in order, one at a time, so it decides at the same
+line whatever the chunking.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ __all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", 
 
 MIN_LINES = 8
 GIVE_UP = 32  # torch.distributed.launch alone prints 14 lines of warnings before its ranks do
-WINDOW = 64
+WINDOW = 256
 _CTIME = r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
 
 
@@ -93,7 +94,7 @@ class Evidence:
         hit = match_prefix(text)
         if hit is not None and self._count(*hit):
             self._decide(hit[0])
-        elif hit is None:
+        elif hit is None or self._ruled_out(hit[0]):
             self._plain += 1
         if not self.decided and (self._plain >= GIVE_UP or self._seen >= WINDOW):
             self._decide(None)
@@ -105,20 +106,22 @@ class Evidence:
         count.lines += 1
         count.ranks.add(int(m.group("rank")))
         count.widths.add(len(m.group("rank")))
-        return self._evident(form, MIN_LINES)
+        return self._evident(form, MIN_LINES, 2)
 
     def finish(self) -> None:
-        """The stream ended before the rule decided: a short stream needs only two lines."""
+        """The stream ended before the rule decided: a short stream needs two lines, one label repeated."""
         if not self.decided:
-            self._decide(next((f for f in FORMS if self._evident(f, 2)), None))
+            self._decide(next((f for f in FORMS if self._evident(f, 2, 1)), None))
 
-    def _evident(self, form: PrefixForm, min_lines: int) -> bool:
+    def _ruled_out(self, form: PrefixForm) -> bool:
+        return form.same_width and len(self._counts[form.name].widths) > 1
+
+    def _evident(self, form: PrefixForm, min_lines: int, min_repeats: int) -> bool:
         count = self._counts.get(form.name)
-        if count is None or count.lines < min_lines or count.lines < self._plain:
+        if count is None or count.lines < min_lines or count.lines < self._plain or self._ruled_out(form):
             return False
-        if 2 * len(count.ranks) > count.lines:
-            return False
-        return not form.same_width or len(count.widths) == 1
+        repeats, labels = count.lines - len(count.ranks), len(count.ranks)
+        return repeats >= min_repeats and 4 * repeats >= labels
 
     def _decide(self, form: Optional[PrefixForm]) -> None:
         self.decided, self.form = True, form
