@@ -71,11 +71,13 @@ def _with_rank(events: list[Event], rank: int) -> list[Event]:
 
 def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
     """`texts`, lines of `block` from its `start`-th on (as they are, or stripped), as a block
-    numbered as those physical lines."""
+    numbered as those physical lines. Built without NamedTuple's checks: ranks printing in
+    turn make one block per line."""
     first = block.first_line + start
-    last = first + len(texts)
-    cut = tuple(n for n in block.truncated if first <= n < last) if block.truncated else ()
-    return LineBlock("\n".join(texts) + "\n", block.stream, first, len(texts), block.time, block.wall_time, cut)
+    n = len(texts)
+    cut = tuple(k for k in block.truncated if first <= k < first + n) if block.truncated else ()
+    text = texts[0] + "\n" if n == 1 else "\n".join(texts) + "\n"
+    return _new_tuple(LineBlock, (text, block.stream, first, n, block.time, block.wall_time, cut))
 
 
 class _StreamState:
