@@ -106,7 +106,8 @@ def ranks_section(lines: int, repeat: int) -> None:
     print(f"rank prefixes: {prefixed.name}, {n} lines, {RANKS} ranks interleaved line by line")
     base = times["generic, unprefixed log (baseline)"]
     for label, t in times.items():
-        print(f"  {label:<42} {n / t / 1e6:6.3f} M lines/s   {events[label]:>8} events   {t / base:.2f}x the baseline's time")
+        print(f"  {label:<42} {n / t / 1e6:6.3f} M lines/s   {events[label]:>8} events   "
+              f"{t / base:.2f}x the baseline's time")
 
 
 def main() -> None:

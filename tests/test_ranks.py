@@ -144,7 +144,8 @@ def test_the_decision_needs_evidence_and_is_made_at_the_same_line_whatever_arriv
 
 
 def test_a_short_prefixed_stream_is_decided_when_it_ends():
-    events = feed_pieces(router("all", "generic"), [b"[default0]:step=1 loss=0.5\n", b"[default0]:step=2 loss=0.25\n"])
+    pieces = [b"[default0]:step=1 loss=0.5\n", b"[default0]:step=2 loss=0.25\n"]
+    events = feed_pieces(router("all", "generic"), pieces)
     assert [(m.rank, m.iteration, m.value) for m in events if m.name == "loss"] == [(0, 1, 0.5), (0, 2, 0.25)]
 
 

@@ -53,7 +53,8 @@ class PrefixForm:
 
 
 FORMS: tuple[PrefixForm, ...] = (
-    PrefixForm("mpi", re.compile(_CTIME + r"\[(?:[^\],\s]+,)?(?P<rank>\d+)\](?:\[[^\]\s]*\])?<std(?:out|err|diag)>: ?")),
+    PrefixForm("mpi", re.compile(_CTIME + r"\[(?:[^\],\s]+,)?(?P<rank>\d+)\]"
+                                 r"(?:\[[^\]\s]*\])?<std(?:out|err|diag)>: ?")),
     PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?")),
     PrefixForm("srun", re.compile(r"(?P<rank>\d{1,6}): "), same_width=True),
 )
