@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Parse throughput of every format parser and of `auto` on the same mixed log, in one run.
+"""Parse throughput of every format parser and of `auto` on the same mixed log, in one run;
+then the rank-prefix section: the generic parser behind the RankRouter on a log where four
+ranks prefix every line (``[default0]:`` of torchrun --tee), against the same lines unprefixed.
 
 The mixed log is built from the project's own fixture logs (fixtures/logs/*.log,
 one per format, plus the Caffe fixture), interleaved in sections and repeated to
@@ -12,7 +14,11 @@ log because it is not their format are faster but parse nothing of it; their
 figures are printed for scale. `auto` and its choice are timed alternately so
 machine drift hits both alike.
 
-    python bench/parse_mixed.py [--lines 300000] [--repeat 3]
+The rank section reports lines/s of: the bare generic parser on the unprefixed log (the
+baseline), the router on that same unprefixed log (what a log without ranks pays), and the
+router on the prefixed log with rank 0 reported (the default) and with every rank.
+
+    python bench/parse_mixed.py [--lines 300000] [--repeat 3] [--ranks-only]
 """
 from __future__ import annotations
 
@@ -24,9 +30,18 @@ from _common import OUT, ROOT, best_of
 from trainvisor.parsers import ParserOptions, available_parsers, create_parser
 from trainvisor.parsers.encoding import open_log_bytes
 from trainvisor.pipeline import Pipeline
+from trainvisor.ranks import RankRouter, parse_rank_selection
 from trainvisor.replay import replay_stream
 
 FIXTURES = ROOT / "fixtures" / "logs"
+RANKS = 4
+# One format per section: the rank-prefixed fixtures (and the ordinary numbered log written for
+# the rank tests) stay out of the format mix, which the rank section measures on its own.
+NOT_A_FORMAT = ("ranks-", "numbered-steps")
+
+
+def format_fixtures() -> list:
+    return [p for p in sorted(FIXTURES.glob("*.log")) if not p.name.startswith(NOT_A_FORMAT)]
 
 
 def mixed_log(lines: int):
@@ -34,7 +49,7 @@ def mixed_log(lines: int):
     path = OUT / f"mixed-{lines}.log"
     if path.exists() and path.stat().st_size > 0:
         return path
-    sections = [p.read_text() for p in sorted(FIXTURES.glob("*.log"))]
+    sections = [p.read_text() for p in format_fixtures()]
     # each section repeated so a block holds runs of one format, as a real log has
     chunk = "".join(s * 20 for s in sections)
     per = chunk.count("\n")
@@ -46,30 +61,80 @@ def mixed_log(lines: int):
 
 def parse(path, name: str) -> int:
     parser = create_parser(name, ParserOptions(year=2026))
-    with open(path, "rb") as fh:
-        stats = replay_stream(open_log_bytes(fh), Pipeline(parser))
     parse.last_parser = parser
-    return stats.events
+    return parse_with(path, parser)
+
+
+def ranked_logs(lines: int):
+    """(prefixed, unprefixed): a data-parallel run's key=value lines, each rank printing every
+    step, ranks interleaved line by line as torchrun --tee writes them."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    prefixed, plain = OUT / f"ranked-{lines}.log", OUT / f"ranked-plain-{lines}.log"
+    if not (prefixed.exists() and plain.exists()):
+        with open(prefixed, "w") as pre, open(plain, "w") as bare:
+            for step in range(lines // RANKS + 1):
+                for rank in range(RANKS):
+                    line = f"step={step} loss={1.0 / (step + rank + 1):.6f} lr=0.001 grad_norm={rank + 0.5}\n"
+                    pre.write(f"[default{rank}]:{line}")
+                    bare.write(line)
+    return prefixed, plain
+
+
+def parse_with(path, parser) -> int:
+    with open(path, "rb") as fh:
+        return replay_stream(open_log_bytes(fh), Pipeline(parser)).events
+
+
+def ranks_section(lines: int, repeat: int) -> None:
+    prefixed, plain = ranked_logs(lines)
+    n = sum(1 for _ in open(prefixed, "rb"))
+
+    def routed(ranks: str) -> RankRouter:
+        return RankRouter(lambda: create_parser("generic", ParserOptions(year=2026)), parse_rank_selection(ranks))
+
+    runs = {
+        "generic, unprefixed log (baseline)": (plain, lambda: create_parser("generic", ParserOptions(year=2026))),
+        "router + generic, unprefixed log": (plain, lambda: routed("0")),
+        "router + generic, prefixed, --ranks 0": (prefixed, lambda: routed("0")),
+        "router + generic, prefixed, --ranks all": (prefixed, lambda: routed("all")),
+    }
+    events, times = {}, {}
+    for _ in range(repeat):  # alternated, so machine drift hits every variant alike
+        for label, (path, make) in runs.items():
+            t = best_of(1, lambda: events.__setitem__(label, parse_with(path, make())))
+            times[label] = min(times.get(label, t), t)
+    print(f"rank prefixes: {prefixed.name}, {n} lines, {RANKS} ranks interleaved line by line")
+    base = times["generic, unprefixed log (baseline)"]
+    for label, t in times.items():
+        print(f"  {label:<42} {n / t / 1e6:6.3f} M lines/s   {events[label]:>8} events   "
+              f"{t / base:.2f}x the baseline's time")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--ranks-only", action="store_true", help="Only the rank-prefix section.")
     a = ap.parse_args()
-    log = mixed_log(a.lines)
+    if not a.ranks_only:
+        formats_section(a.lines, a.repeat)
+    ranks_section(a.lines, a.repeat)
+
+
+def formats_section(lines: int, repeat: int) -> None:
+    log = mixed_log(lines)
     n = sum(1 for _ in open(log, "rb"))
     print(f"mixed log: {log.name}, {n} lines, {log.stat().st_size / 1e6:.1f} MB, "
-          f"{len(list(FIXTURES.glob('*.log')))} formats")
+          f"{len(format_fixtures())} formats")
     times = {}
     metrics = {}
     for name, _ in available_parsers():
-        times[name] = best_of(a.repeat, lambda: metrics.__setitem__(name, parse(log, name)))
+        times[name] = best_of(repeat, lambda: metrics.__setitem__(name, parse(log, name)))
     parse(log, "auto")
     chosen = parse.last_parser.chosen
     assert metrics["auto"] == metrics[chosen], "auto must give exactly its choice's events"
     t_auto, t_chosen = [], []
-    for _ in range(a.repeat):
+    for _ in range(repeat):
         t_chosen.append(best_of(1, lambda: parse(log, chosen)))
         t_auto.append(best_of(1, lambda: parse(log, "auto")))
     times["auto"] = min(times["auto"], *t_auto)

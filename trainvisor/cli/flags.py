@@ -43,6 +43,7 @@ PARSING_FLAGS = (
     Flag("--year", ("parsing", "year")),
     Flag("--iters-per-epoch", ("parsing", "iters_per_epoch")),
     Flag("--max-line-bytes", ("parsing", "max_line_bytes")),
+    Flag("--ranks", ("parsing", "ranks"), metavar="0|0,3|all"),
 )
 
 RUN_FLAGS = PARSING_FLAGS + (

@@ -16,7 +16,8 @@ from typing import Any, ClassVar, Mapping, Optional
 
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
-from .settings import at_least, finite_non_negative, non_negative, one_of, positive, setting, upload_policy
+from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
+                       upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 DEFAULT_RUNS_ROOT = "trainvisor-runs"
+DEFAULT_RANKS = "0"
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -68,6 +70,9 @@ class ParsingConfig(Section):
                                              help="Iterations per epoch, for formats that only count iterations.")
     max_line_bytes: int = setting(DEFAULT_MAX_LINE_BYTES, check=positive,
                                   help="Longer lines are cut (and flagged) for parsing; bytes pass through whole.")
+    ranks: str = setting(DEFAULT_RANKS, check=rank_selection,
+                         help="With a launcher's rank prefixes ([default0]:, [1,0]<stdout>:, srun's 0: ), whose "
+                              "metrics are reported: a rank (0), ranks (0,3) or all; each record says its rank.")
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import Field, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["setting", "upload_policy", "Check", "positive", "non_negative", "finite_non_negative", "one_of", "at_least",
-           "help_of", "is_secret", "check_of"]
+__all__ = ["setting", "upload_policy", "rank_selection", "Check", "positive", "non_negative", "finite_non_negative",
+           "one_of", "at_least", "help_of", "is_secret", "check_of"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
@@ -84,3 +84,14 @@ def upload_policy(value: Any) -> Optional[str]:
         return "must be all, epoch-end, every-N (e.g. every-5) or last"
     return None
 
+
+
+def rank_selection(value: Any) -> Optional[str]:
+    """`parsing.ranks`: checked where it is written, by the parser the run will use."""
+    from ..ranks import SELECTION_FORMS, parse_rank_selection
+
+    try:
+        parse_rank_selection(value)
+    except ValueError:
+        return SELECTION_FORMS
+    return None

@@ -25,12 +25,14 @@ log = logging.getLogger("trainvisor.run")
 
 
 def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Parser":
-    """The configured parser (auto by default), with its rules file loaded first."""
+    """The configured parser (auto by default), with its rules file loaded first, behind the
+    `RankRouter` that strips launchers' rank prefixes and gives each rank a parser of its own."""
     from ..parsers import ParserOptions
     from ..parsers.select import build_parser as select_parser
+    from ..ranks import RankRouter, parse_rank_selection
 
     options = ParserOptions(year=cfg.year or year, iters_per_epoch=cfg.iters_per_epoch, argv=tuple(argv))
-    return select_parser(cfg.parser, options, rules=cfg.rules)
+    return RankRouter(lambda: select_parser(cfg.parser, options, rules=cfg.rules), parse_rank_selection(cfg.ranks))
 
 
 def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:

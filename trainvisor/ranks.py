@@ -1,0 +1,196 @@
+"""Rank prefixes stripped before parsing, each rank parsed by its own parser, and only the
+selected ranks reported.
+
+Under torchrun ``--tee``, ``mpirun --tag-output`` or ``srun --label`` every rank prints the same
+metrics, each line behind its rank's prefix (see `rankprefix`). Fed to one parser, eight ranks
+would give eight copies of every metric, and their steps would interleave in one parser's state.
+`RankRouter` is a `Parser` that sits in front of the real ones:
+
+- per stream, `rankprefix.Evidence` decides from the first lines whether the stream carries a
+  prefix. Lines before the first one that starts like a prefix go to the parser at once (they
+  would go there whatever the decision), so an ordinary log is never held back; from that line
+  on, lines are held until the decision. A plain stream then goes to the one parser unchanged,
+  block for block, at the cost of a call;
+- in a prefixed stream each line loses its prefix; consecutive lines of one rank become one
+  `LineBlock` numbered as the physical lines were (a parser numbers lines
+  ``block.first_line + offset``), fed to that rank's own parser (made by `parser_factory` when
+  the rank first shows up), whose metrics say ``rank``. Lines of ranks not selected are dropped
+  before any parser reads them; lines without a prefix (the launcher's own) go to the parser of
+  the unprefixed lines and are always reported.
+
+The bytes passed through to the terminal and to the output log are never touched: only what
+the parsers read is stripped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, ClassVar, Optional
+
+from .events import Event, Metric, with_stream
+from .lines import LineBlock
+from .rankprefix import Evidence, PrefixForm
+
+if TYPE_CHECKING:  # the config checks selections with this module: it stays light to import
+    from .parsers.base import Parser
+
+__all__ = ["RankSelection", "parse_rank_selection", "RankRouter", "ALL_RANKS", "SELECTION_FORMS"]
+
+ALL_RANKS = "all"
+SELECTION_FORMS = f"must be {ALL_RANKS} or rank numbers separated by commas (0 or 0,3)"
+_new_tuple = tuple.__new__
+_RANK_FIELD = Metric._fields.index("rank")
+
+
+@dataclass(frozen=True)
+class RankSelection:
+    """Which ranks' metrics are reported: every rank, or the ranks listed."""
+
+    every: bool
+    ranks: frozenset = frozenset()
+
+    def includes(self, rank: int) -> bool:
+        return self.every or rank in self.ranks
+
+
+def parse_rank_selection(text: str) -> RankSelection:
+    """``all``, or rank numbers separated by commas (``0``, ``0,3``); ValueError otherwise."""
+    text = text.strip()
+    if text == ALL_RANKS:
+        return RankSelection(True)
+    parts = [p.strip() for p in text.split(",")]
+    if not text or not all(p.isdigit() and p.isascii() for p in parts):
+        raise ValueError(f"{SELECTION_FORMS}, got {text!r}")
+    return RankSelection(False, frozenset(int(p) for p in parts))
+
+
+def _with_rank(events: list[Event], rank: int) -> list[Event]:
+    """`events` with `rank` set on the metrics (a checkpoint announcement has no rank)."""
+    cut = _RANK_FIELD
+    return [_new_tuple(Metric, ev[:cut] + (rank,) + ev[cut + 1:]) if type(ev) is Metric else ev for ev in events]
+
+
+def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
+    """`texts`, lines of `block` from its `start`-th on (as they are, or stripped), as a block
+    numbered as those physical lines. Built without NamedTuple's checks: ranks printing in
+    turn make one block per line."""
+    first = block.first_line + start
+    n = len(texts)
+    cut = tuple(k for k in block.truncated if first <= k < first + n) if block.truncated else ()
+    text = texts[0] + "\n" if n == 1 else "\n".join(texts) + "\n"
+    return _new_tuple(LineBlock, (text, block.stream, first, n, block.time, block.wall_time, cut))
+
+
+class _StreamState:
+    """One stream's decision, and the blocks held until it is made."""
+
+    __slots__ = ("evidence", "held")  # held: from the first line that starts like a prefix on
+
+    def __init__(self) -> None:
+        self.evidence = Evidence()
+        self.held: list[LineBlock] = []
+
+
+class RankRouter:
+    """A `Parser` that strips rank prefixes and gives each selected rank its own parser.
+
+    `parser_factory` makes a fresh parser (the configured one: ``auto`` chooses per rank, on
+    the stripped lines); the first one made reads the lines without a prefix.
+    """
+
+    description: ClassVar[str] = "rank prefixes stripped, one parser per rank"
+
+    def __init__(self, parser_factory: Callable[[], "Parser"], selection: RankSelection) -> None:
+        self._factory = parser_factory
+        self.selection = selection
+        self.unranked: "Parser" = parser_factory()
+        self.by_rank: dict[int, "Parser"] = {}
+        self._streams: dict[str, _StreamState] = {}
+        self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.unranked, "name", type(self.unranked).__name__))
+
+    def feed(self, block: LineBlock) -> list[Event]:
+        stream = block.stream
+        if stream in self.forms:
+            form = self.forms[stream]
+            return self.unranked.feed(block) if form is None else self._route(block, form)
+        state = self._streams.get(stream)
+        if state is None:
+            state = self._streams[stream] = _StreamState()
+        lines = block.text.split("\n")
+        lines.pop()
+        hold_from = 0 if state.held else None
+        add = state.evidence.add
+        for i, text in enumerate(lines):
+            if add(text) and hold_from is None:
+                hold_from = i
+            if state.evidence.decided:
+                break
+        out: list[Event] = []
+        if hold_from is None:
+            out = self.unranked.feed(block)
+        elif hold_from == 0:
+            state.held.append(block)
+        else:
+            out = self.unranked.feed(_sub_block(block, lines[:hold_from], 0))
+            state.held.append(_sub_block(block, lines[hold_from:], hold_from))
+        if state.evidence.decided:
+            out = out + self._release(stream)
+        return out
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        for stream, state in list(self._streams.items()):
+            state.evidence.finish()
+            out.extend(self._release(stream))
+        out.extend(self.unranked.finish())
+        for rank in sorted(self.by_rank):
+            out.extend(_with_rank(self.by_rank[rank].finish(), rank))
+        return out
+
+    # -- internals ---------------------------------------------------------
+
+    def _release(self, stream: str) -> list[Event]:
+        """The stream's decision is made: parse what was held by it, and parse the rest directly."""
+        state = self._streams.pop(stream)
+        form = self.forms[stream] = state.evidence.form
+        out: list[Event] = []
+        for block in state.held:
+            out.extend(self.unranked.feed(block) if form is None else self._route(block, form))
+        # Released by `finish`, the events pass no block that says their stream: they say it here.
+        return with_stream(out, stream) if stream != "stdout" else out
+
+    def _route(self, block: LineBlock, form: PrefixForm) -> list[Event]:
+        """Each run of consecutive lines of one rank, stripped, to that rank's parser."""
+        match = form.pattern.match
+        out: list[Event] = []
+        run: list[str] = []
+        run_rank: Optional[int] = -1  # -1: no run open; None: lines without a prefix
+        run_start = 0
+        lines = block.text.split("\n")
+        lines.pop()
+        for i, text in enumerate(lines):
+            m = match(text)
+            rank = int(m.group("rank")) if m is not None else None
+            if rank != run_rank:
+                if run:
+                    out.extend(self._feed_run(block, run_rank, run, run_start))
+                run, run_rank, run_start = [], rank, i
+            if rank is None:
+                run.append(text)
+            elif self.selection.includes(rank):
+                run.append(text[m.end():])  # type: ignore[union-attr]
+        if run:
+            out.extend(self._feed_run(block, run_rank, run, run_start))
+        return out
+
+    def _feed_run(self, block: LineBlock, rank: Optional[int], texts: list[str], start: int) -> list[Event]:
+        sub = _sub_block(block, texts, start)
+        if rank is None:
+            return self.unranked.feed(sub)
+        parser = self.by_rank.get(rank)
+        if parser is None:
+            parser = self.by_rank[rank] = self._factory()
+        return _with_rank(parser.feed(sub), rank)
