@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from trainvisor.events import CheckpointEvent
+
 from trainvisor.parsers.announcements import (KIND_LIGHTNING, huggingface_save, keras_save, lightning_save,
                                               yolo_stripped)
 
@@ -125,3 +127,14 @@ def test_real_detectron2_saves():
     assert rows[0] == ("rpn_fpn_out_backbone_fpn/model_0004999.pth", "pth", 4999, None, 565)
     assert rows[-1][0] == "rpn_fpn_out_backbone_fpn/model_final.pth" and rows[-1][4] == 1008
     assert len(rows) == 19
+
+
+def test_the_lightning_parser_reports_its_announcements_as_checkpoint_events():
+    path = FIXTURES / "announcements" / "lightning.log"
+    parser, events = parse_file(path, "lightning")
+    cps = [(e.line, e.path, e.kind, e.iteration, e.epoch) for e in events if isinstance(e, CheckpointEvent)]
+    assert cps == [(2, "/tmp/lightning_logs/version_0/checkpoints/epoch=0-step=10.ckpt", "ckpt", 10, 0.0),
+                   (6, "ckpts/epoch=2.ckpt", "ckpt", 30, 2.0)]
+    # the bars' values are still read: loss of each epoch's final bar
+    assert [m.value for m in events if getattr(m, "name", None) == "loss" and m.phase == "train" and not m.running] == \
+        [0.69, 0.51, 0.41]

@@ -70,9 +70,10 @@ def test_by_default_only_rank_0s_metrics_are_reported_with_the_prefix_stripped()
     assert [(m.rank, m.name, m.value, m.iteration, m.epoch, m.line) for m in events][:3] == [
         (0, "loss", 2.30576, 0, 1.0, 9), (0, "loss", 1.8231, 6400, 1.0, 11), (0, "loss", 0.913245, 12800, 1.0, 13)]
     assert {m.rank for m in events} == {0} and len(events) == 12
-    assert [(m.name, m.value, m.phase, m.line) for m in events if m.phase == "val"] == [
-        ("loss", 0.1034, "val", 18), ("accuracy", 0.9672, "val", 18),
-        ("loss", 0.0611, "val", 32), ("accuracy", 0.981, "val", 32)]
+    # "Test set:": the program's word for the phase is kept
+    assert [(m.name, m.value, m.phase, m.line) for m in events if m.phase == "test"] == [
+        ("loss", 0.1034, "test", 18), ("accuracy", 0.9672, "test", 18),
+        ("loss", 0.0611, "test", 32), ("accuracy", 0.981, "test", 32)]
 
 
 def test_ranks_all_tags_every_rank_and_each_keeps_its_own_steps():

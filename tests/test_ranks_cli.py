@@ -42,7 +42,7 @@ def test_replay_takes_a_list_of_ranks(tmp_path):
     main(["replay", "--ranks", "1,0", "--metrics", str(out), str(TORCHRUN)])
     got = records(out.read_text())
     assert {r["rank"] for r in got} == {0, 1} and len(got) == 24
-    assert [r["value"] for r in got if r["rank"] == 1 and r["phase"] == "val"] == [0.1102, 0.9658, 0.064, 0.9798]
+    assert [r["value"] for r in got if r["rank"] == 1 and r["phase"] == "test"] == [0.1102, 0.9658, 0.064, 0.9798]
 
 
 def test_records_of_an_unprefixed_log_carry_no_rank(capsys):
@@ -73,8 +73,10 @@ def test_the_yaml_key_sets_the_ranks_and_a_bad_value_names_file_and_line(tmp_pat
     assert str(info.value) == (f"{bad}:2: parsing.ranks: must be all or rank numbers separated by commas (0 or 0,3) "
                                "(got '0,-3')")
     number = tmp_path / "number.yaml"
-    number.write_text("parsing:\n  ranks: 0\n")
-    with pytest.raises(ConfigError, match=r"number.yaml:2: parsing.ranks: must be a string, got a number 0"):
+    number.write_text("parsing:\n  ranks: 3\n")  # YAML reads a number: the digits were meant
+    assert RunConfig.from_file(str(number)).parsing.ranks == "3"
+    number.write_text("parsing:\n  ranks: 0.5\n")
+    with pytest.raises(ConfigError, match=r"number.yaml:2: parsing.ranks: must be a string, got a number 0.5"):
         RunConfig.from_file(str(number))
 
 

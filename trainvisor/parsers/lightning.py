@@ -30,8 +30,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar, NamedTuple, Optional
 
-from ..events import PHASE_TRAIN, Metric
+from ..events import PHASE_TRAIN, CheckpointEvent, Metric
 from . import register_parser
+from .announcements import KIND_LIGHTNING, lightning_save
 from .base import LineParser
 from .common import NUMBER, NameTable, fnum, to_float
 
@@ -100,6 +101,12 @@ class LightningParser(LineParser):
         return self._flush()
 
     def parse_line(self, text, number, wall_time):
+        if "saving model to " in text:  # ModelCheckpoint(verbose=True): printed before the file is written
+            saved = lightning_save(text)
+            if saved is not None:
+                epoch = None if saved.epoch is None else fnum(saved.epoch)
+                return self._flush() + [CheckpointEvent(saved.path, KIND_LIGHTNING, saved.iteration, epoch,
+                                                        number, wall_time)]
         if "Epoch " in text:
             if "%|" in text:
                 m = _TQDM_RE.search(text)
