@@ -2,6 +2,12 @@
 
 Index keys (``step``, ``iter``, ``iteration``, ``global_step``, ``epoch``) set the
 record's position instead of becoming metrics; ``100/23196`` counts as 100.
+Steps as other tools write them: a line of ``step``/``global_step``/``epoch`` keys
+alone (``step: 200``) is the position of the records after it that give none, until
+the next such line; a step in parentheses closing a line (``loss: 0.48 (100)``,
+``loss: 0.48 (step 100)``, Guild AI's output scalars) is the step of that record and
+of those after it. Katib's ``{metricName: accuracy, metricValue: 0.8078}`` records
+are ``accuracy`` 0.8078.
 In JSON records, numbers written as strings (``"loss": "0.22"``, as Katib's JSON
 format and TRL write them) are numbers, and time keys (``timestamp``, ``time``,
 ``wall_time``) are the record's time, never metrics.
@@ -34,11 +40,19 @@ from .tables import TABLE_MARKERS, EvalTables
 
 __all__ = ["GenericParser"]
 
+# name, value, and a step in parentheses closing the line (``x: 1.1 (10)``, ``x: 1 (step 1)``, as
+# Guild AI's output scalars write it). Possessive name words: a shorter name never matches
+# where the whole word did not, and the engine need not try them.
 _PAIR_RE = re.compile(
-    r"(?<![\w.@/-])([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w.@-]*)?)\s*[:=]\s*(" + NUMBER + r")(?:/\d+)?(?![\w.:])"
+    r"(?<![\w.@/-])([A-Za-z_][\w./@-]*+(?: [A-Za-z_][\w.@-]*+)?)\s*[:=]\s*(" + NUMBER + r")(?:/\d+)?(?![\w.:])"
+    r"(?:\s+\((?:step\s+)?(\d+)\)\s*$)?"
 )
+# Katib's custom-filter form: ``{metricName: accuracy, metricValue: 0.8078}``, several to a line.
+_KATIB_RE = re.compile(r"\{metricName: ([\w|-]+), metricValue: (" + NUMBER + r")\}")
 _ITER_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter", "Iteration"})
 _EPOCH_KEYS = frozenset({"epoch", "Epoch"})
+# A line holding only these sets the position of the records after it, until the next one.
+_STICKY_KEYS = frozenset({"step", "global_step", "Step", "epoch", "Epoch"})
 # A name that says it is a result of training, not a setting.
 _RESULT_WORDS = re.compile(
     r"(?:^|[^a-z])(?:loss(?:es)?|acc(?:uracy)?|err(?:or)?|f1|m?ap|ar|auc|ppl|perplexity|bleu|rouge\w*|m?iou|precision"
@@ -65,6 +79,9 @@ class GenericParser(LineParser):
         self._tables = EvalTables()
         self._step: int | None = None  # the last step and epoch a record gave: an evaluation table's position
         self._epoch: float | None = None
+        # set by a line of index keys alone or a step in parentheses: the records after it that give none
+        self._sticky_step: int | None = None
+        self._sticky_epoch: float | None = None
 
     def parse_line(self, text, number, wall_time):
         table = self._tables.read(text, number, wall_time, self._step, self._epoch)
@@ -75,28 +92,46 @@ class GenericParser(LineParser):
         s = text.strip()
         if s.startswith("{") and s.endswith("}") and '"' in s:
             return self._json(s, number, wall_time)
+        if "metricName" in text and (katib := _KATIB_RE.findall(text)):
+            return self._record([(k, to_float(raw)) for k, raw in katib], None, None, number, wall_time)
         found = _PAIR_RE.findall(text)
         if not found:
             return None
         step = epoch = None
         items = []
-        for key, raw in found:
+        for key, raw, suffix in found:
             short = key.rsplit(" ", 1)[-1]
+            if suffix:  # "x: 1.1 (10)": the step of this record and of those after it
+                step = self._sticky_step = int(suffix)
             if short in _ITER_KEYS:
                 v = to_float(raw)
                 if v is not None and v == v and abs(v) < 1e15:
                     step = int(v)
-                continue
-            if short in _EPOCH_KEYS:
+            elif short in _EPOCH_KEYS:
                 epoch = to_float(raw)
-                continue
-            v = to_float(raw)
-            if v is not None:
+            elif (v := to_float(raw)) is not None:
                 items.append((key, v))
+        if not items and (step is not None or epoch is not None):
+            self._stick(found, step, epoch)
+        return self._record(items, step, epoch, number, wall_time)
+
+    def _stick(self, found, step, epoch) -> None:
+        """A line of index keys alone (``step: 5``, ``epoch: 2``): they are the position of
+        the records after it that give none, until the next such line."""
+        for key, _, _ in found:
+            short = key.rsplit(" ", 1)[-1]
+            if short in _STICKY_KEYS:
+                if short in _EPOCH_KEYS:
+                    self._sticky_epoch = epoch
+                else:
+                    self._sticky_step = step
+
+    def _record(self, items, step, epoch, number, wall_time):
+        """The metrics of one record line, or None while they may still be configuration."""
         if not self._started:
             if step is None and epoch is None and not any(_RESULT_WORDS.search(k) for k, _ in items):
                 return self._before_start(items, number, wall_time)
-            self._held.clear()  # configuration
+            return self._series_held(items) + self._emit(items, step, epoch, None, number, wall_time)
         return self._emit(items, step, epoch, None, number, wall_time)
 
     def _before_start(self, items, number, wall_time):
@@ -107,11 +142,24 @@ class GenericParser(LineParser):
                 for key, v in items:
                     held[key] = self._emit([(key, v)], None, None, None, number, wall_time, start=False)
             return None
-        out = [m for k, _ in items if k in held for m in held[k]]
+        return self._series_held(items) + self._emit(items, None, None, None, number, wall_time)
+
+    def _series_held(self, items) -> list:
+        """At the start: a name this record prints again with another value is a series
+        (``x: 1.1``, ``y: 2.2``, ``x: 3.3``): its held values and those printed after its
+        first one (``y``, the same cycle) are reported; the earlier ones were configuration."""
+        held = self._held
+        firsts = [held[k][0].line for k, v in items if k in held and held[k][0].value != v]
+        out = sorted((m for ms in held.values() for m in ms if m.line >= min(firsts)),
+                     key=lambda m: m.line) if firsts else []
         held.clear()
-        return out + self._emit(items, None, None, None, number, wall_time)
+        return out
 
     def _emit(self, items, step, epoch, phase, number, wall_time, start=True):
+        if step is None:
+            step = self._sticky_step
+        if epoch is None:
+            epoch = self._sticky_epoch
         if step is not None:
             self._step = step
         if epoch is not None:
