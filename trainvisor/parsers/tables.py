@@ -67,6 +67,11 @@ class EvalTables:
         self._md_head: list[str] = []
         self._md_row = 0  # markdown lines read after the title
 
+    @property
+    def in_table(self) -> bool:
+        """A table's title was read: its next lines belong to it."""
+        return bool(self._md_task)
+
     def may_read(self, text: str) -> bool:
         """False when no line of `text` (a block) can be part of a table: one scan of
         the block instead of four per line."""
@@ -85,8 +90,9 @@ class EvalTables:
         if "Evaluat" in text:
             return self._titles(text)
         if "AP" in text:
-            if "mAP" in text:
-                return self._pairs(_MMDET_RE.findall(text), number, wall_time, iteration, epoch)
+            if "mAP" in text:  # _MMDET_RE needs "_mAP": YOLO's "mAP50" headers cost no search
+                found = _MMDET_RE.findall(text) if "_mAP" in text else []
+                return self._pairs(found, number, wall_time, iteration, epoch)
             m = _BEST_AP_RE.search(text) if "best AP is" in text else None
             return self._pairs([("best_AP", m.group(1))], number, wall_time, iteration, epoch) if m else None
         if "all " in text:
