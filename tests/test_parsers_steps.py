@@ -48,9 +48,10 @@ def test_guild_fixture_gives_guilds_names_values_and_steps():
     ("x: 1.1 (10)\ny: 1.2 (10)\nz: 1.3 (10)\n", [("x", 1.1, 10), ("y", 1.2, 10), ("z", 1.3, 10)]),
     ("x: 1 (step 1)\nx: 2 (step 2)\n", [("x", 1.0, 1), ("x", 2.0, 2)]),
     # a step given midway holds for the lines after it; before it Guild counts repeats
-    # (0, 0, 1), we leave the step out: names and values agree
+    # (0, 0, 1), we leave the step out: names and values agree. y's first value is
+    # reported when y is printed again with another value (until then it may be a setting)
     ("x: 1.1\ny: 2.2\nx: 3.3\ny: 4.4 (10)\nx: 5.5\ny: 6.6\n",
-     [("x", 1.1, None), ("y", 2.2, None), ("x", 3.3, None), ("y", 4.4, 10), ("x", 5.5, 10), ("y", 6.6, 10)]),
+     [("x", 1.1, None), ("x", 3.3, None), ("y", 2.2, None), ("y", 4.4, 10), ("x", 5.5, 10), ("y", 6.6, 10)]),
     # a "step: N" line alone
     ("step: 5\nloss: 0.5\nacc: 0.9\nstep: 6\nloss: 0.4\n",
      [("loss", 0.5, 5), ("acc", 0.9, 5), ("loss", 0.4, 6)]),
@@ -64,19 +65,28 @@ def test_guild_repeated_keys_are_a_series_without_invented_steps():
     # Guild numbers a key's repeats 0, 1, 2; the log gives no step, so none is reported
     assert steps(parse_text("x: 1.1\nx: 1.2\nx: 1.3\n", "generic")) == [
         ("x", 1.1, None), ("x", 1.2, None), ("x", 1.3, None)]
-    # a name printed before the first series value was printed is configuration (Guild: x 1.1 at step 0)
+    # a value held as a possible setting is reported when its name comes again with another value
     assert steps(parse_text("x: 1.1\ny: 2.2\ny: 3.3\ny: 4.4\nx: 5.5\ny: 6.6\n", "generic")) == [
-        ("y", 2.2, None), ("y", 3.3, None), ("y", 4.4, None), ("x", 5.5, None), ("y", 6.6, None)]
+        ("y", 2.2, None), ("y", 3.3, None), ("y", 4.4, None), ("x", 1.1, None), ("x", 5.5, None), ("y", 6.6, None)]
+
+
+def test_settings_held_before_the_start_are_never_reported_unless_printed_again():
+    text = "batch_size: 4\ndropout: 0.5\nstep: 1\nloss: 0.9\ndropout: 0.5\nstep: 2\nloss: 0.8\n"
+    assert steps(parse_text(text, "generic")) == [("loss", 0.9, 1), ("dropout", 0.5, 1), ("loss", 0.8, 2)]
 
 
 def test_a_line_holding_a_step_and_a_metric_gives_only_its_own_record_the_step():
     assert steps(parse_text("step: 5 loss: 0.5\nacc: 0.9\n", "generic")) == [("loss", 0.5, 5), ("acc", 0.9, None)]
 
 
-def test_a_step_in_parentheses_inside_a_line_is_not_a_step():
-    # MetricLogger's "loss: 0.3 (0.35)" (a running mean) and a count mid-line give no step
-    assert steps(parse_text("loss: 0.3 (0.35)\nloss: 0.2 (12) lr: 0.1\n", "generic")) == [
-        ("loss", 0.3, None), ("loss", 0.2, None), ("lr", 0.1, None)]
+def test_a_step_in_parentheses_counts_only_on_a_line_of_one_pair():
+    # MetricLogger's "loss: 0.3 (0.35)" (a running mean), a count mid-line, a glog shape
+    # and a second pair give no step
+    text = ("loss: 0.3 (0.35)\nloss: 0.2 (12) lr: 0.1\nI0827 net.cpp:127] Top shape: 64 (64)\n"
+            "lr: 0.1 loss: 0.2 (7)\n  loss: 0.1 (8)\n")
+    assert steps(parse_text(text, "generic")) == [
+        ("loss", 0.3, None), ("loss", 0.2, None), ("lr", 0.1, None), ("net.cpp", 127.0, None), ("shape", 64.0, None),
+        ("lr", 0.1, None), ("loss", 0.2, None), ("loss", 0.1, 8)]
 
 
 def test_an_epoch_line_sets_the_epoch_and_keeps_the_step():
