@@ -20,8 +20,11 @@ with a step or epoch key, a name that says it is a result (loss, accuracy, F1,
 AP, ...; `_RESULT_WORDS`), or a name printed again with another value (a series,
 such as ``warmup: 0``, ``warmup: 1``: its held values are then reported; a
 setting printed twice, in a ``Namespace(...)`` and a dump, keeps its value). Until then
-values are held; those still held when training starts were configuration and
-are dropped, as are those held at the end of a log where it never started.
+values are held, and stay held: a held name printed again with another value, also
+after the start, is a series and its held value is reported then; the others were
+configuration and are never reported.
+Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
+of pairs; every other line comes back to `parse_line` in order (same events).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
 """
@@ -116,7 +119,7 @@ class GenericParser(LineParser):
         super().__init__(options)
         self._names = NameTable(val_prefixes=())
         self._started = False  # a step/epoch key, a result's name or a repeated name was seen
-        self._held: dict[str, list[Metric]] = {}  # before the start: name -> its value, maybe configuration
+        self._held: dict[str, list[Metric]] = {}  # held before the start: name -> its value, maybe configuration
         self._tables = EvalTables()
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
