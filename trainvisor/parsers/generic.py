@@ -96,8 +96,8 @@ class GenericScanState:
 
 class ScanEnv(NamedTuple):
     """What the C loop works with: the name cache and its filler, the held names (a
-    record printing one is Python's), the Python line
-    parser for the lines it hands back, how to build a Metric, the number fallback."""
+    record printing one is Python's), the Python line parser for the lines it hands
+    back, how to build a Metric, the number fallback."""
 
     cache: dict
     held: dict
