@@ -3,7 +3,7 @@
 #ifndef TRAINVISOR_GENERIC_GRAMMAR_H
 #define TRAINVISOR_GENERIC_GRAMMAR_H
 
-#include <string.h>
+#include <string.h> /* memmem: _GNU_SOURCE comes with Python.h */
 
 #define MAX_PAIRS 64
 
@@ -152,30 +152,88 @@ static int find_pairs(const char *ls, const char *e, pair *prs) {
 
 /* ---- which lines stay in Python ---- */
 
-/* A line the evaluation tables, the JSON or the Katib reader may take (generic.py, tables.py):
- * one of `IoU`, `Evaluat`, `mAP`, `best AP is`, `metricName`, a `{...}` record with a quote,
- * `all` opening the line; or a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
-static int for_python(const char *ls, const char *e) {
-    const char *a = ls, *z = e;
-    while (a < z && is_ws(*a)) a++;
+/* ---- the pycocotools summary line (tables.py `_COCO_RE`, searched) ---- */
+
+typedef struct { const char *ks, *is, *ie, *as, *ae, *ms, *me, *vs, *ve; } coco_line; /* kind is 2 chars */
+
+static const char *lit(const char *p, const char *e, const char *w) { /* p after the literal w, or NULL */
+    size_t n = strlen(w);
+    return (p && (size_t)(e - p) >= n && memcmp(p, w, n) == 0) ? p + n : NULL;
+}
+
+static const char *ws_lit(const char *p, const char *e, const char *w) { return p ? lit(skip_ws(p, e), e, w) : NULL; }
+
+static const char *run(const char *p, const char *e, int (*in)(char)) { /* the end of a run of one or more */
+    const char *q = p;
+    while (p && q < e && in(*q)) q++;
+    return p && q > p ? q : NULL;
+}
+
+static int is_iou(char c) { return is_digit(c) || c == '.' || c == ':'; }
+static int is_wc(char c) { return is_w(c); }
+static int is_dc(char c) { return is_digit(c); }
+
+/* [-+]?NUMBER with nothing required after it; its end or NULL */
+static const char *number_any(const char *p, const char *e) {
+    const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;
+    if ((v = alt_windows(s, e)) || (v = alt_decimal(s, e)) || (v = alt_word(s, e))) return v;
+    return NULL;
+}
+
+/* _COCO_RE at p, the text after an "Average ": 1 with its groups in *c, else 0 */
+static int coco_at(const char *p, const char *e, coco_line *c) {
+    const char *q = lit(p, e, "Precision");
+    if (!q) q = lit(p, e, "Recall");
+    if (!q || q >= e || !is_ws(*q) || !(q = ws_lit(q, e, "(A")) || q + 1 >= e || (*q != 'P' && *q != 'R')
+        || q[1] != ')')
+        return 0;
+    c->ks = q - 1;
+    c->is = ws_lit(ws_lit(q + 2, e, "@["), e, "IoU=");
+    if (!(c->ie = run(c->is, e, is_iou))) return 0;
+    c->as = ws_lit(ws_lit(c->ie, e, "|"), e, "area=");
+    if (!(c->as = c->as ? skip_ws(c->as, e) : NULL) || !(c->ae = run(c->as, e, is_wc))) return 0;
+    c->ms = ws_lit(ws_lit(c->ae, e, "|"), e, "maxDets=");
+    if (!(c->ms = c->ms ? skip_ws(c->ms, e) : NULL) || !(c->me = run(c->ms, e, is_dc))) return 0;
+    c->vs = ws_lit(ws_lit(c->me, e, "]"), e, "=");
+    if (!(c->vs = c->vs ? skip_ws(c->vs, e) : NULL) || !(c->ve = number_any(c->vs, e))) return 0;
+    return 1;
+}
+
+/* The first match of _COCO_RE in a line holding "] = " (tables.EvalTables._coco); 1 or 0 */
+static int find_coco(const char *ls, const char *e, coco_line *c) {
+    if (!memmem(ls, (size_t)(e - ls), "] = ", 4)) return 0;
+    for (const char *p = ls; (p = memmem(p, (size_t)(e - p), "Average ", 8)); p++)
+        if (coco_at(p + 8, e, c)) return 1;
+    return 0;
+}
+
+enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
+
+/* What of a line the evaluation tables, the JSON or the Katib reader may take (generic.py,
+ * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for `Evaluat`, `mAP`,
+ * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line;
+ * M_NON_ASCII alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
+static int markers(const char *ls, const char *e) {
+    const char *a = skip_ws(ls, e), *z = e;
+    int m = 0;
     while (z > a && is_ws(z[-1])) z--;
-    if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) return 1;
-    if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) return 1;
+    if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_OTHER;
+    if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_OTHER;
     for (const char *p = ls; p < e; p++) {
         unsigned char c = (unsigned char)*p;
         if (c >= 'a') {
-            if (c >= 0x80) return 1;
+            if (c >= 0x80) return M_NON_ASCII;
             continue;
         }
-        if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) return 1;
-        if (c == 'E' && e - p >= 7 && memcmp(p, "Evaluat", 7) == 0) return 1;
+        if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
+        if (c == 'E' && e - p >= 7 && memcmp(p, "Evaluat", 7) == 0) m |= M_OTHER;
         if (c == 'A' && e - p >= 2 && p[1] == 'P') {
-            if (p > ls && p[-1] == 'm') return 1;
-            if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) return 1;
+            if (p > ls && p[-1] == 'm') m |= M_OTHER;
+            if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) m |= M_OTHER;
         }
-        if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) return 1;
+        if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_OTHER;
     }
-    return 0;
+    return m;
 }
 
 #endif

@@ -17,9 +17,12 @@
 typedef struct {
     PyObject *out, *wall, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
     PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
+    PyObject *coco_prefix;                                /* owned; read from state */
     int fast;
     int atomic_tail; /* Metric's default fields are None, bool, int, float or str, like the nine set here */
 } scan;
+
+static PyObject *S_val; /* events.PHASE_VAL */
 
 static const char *STATE_FIELDS[4] = {"sticky_step", "sticky_epoch", "step", "epoch"};
 
@@ -73,29 +76,68 @@ static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_
 
 /* ---- events ---- */
 
-/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, *defaults); the
- * (name, phase) of `key` from the parser's cache, or its `resolve` on a miss. */
+/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, *defaults). */
+static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
+                        PyObject *line) {
+    Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
+    PyObject *m = ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 9 + ntail);
+    if (!m) return -1;
+    PyObject *items[9] = {name, value, step, phase, Py_None, Py_None, epoch, sc->wall, line};
+    for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
+    for (Py_ssize_t i = 0; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
+    if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
+    int r = PyList_Append(sc->out, m);
+    Py_DECREF(m);
+    return r;
+}
+
+/* The metric of `key`: its (name, phase) from the parser's cache, or its `resolve` on a miss. */
 static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
     PyObject *hit = PyDict_GetItemWithError(sc->cache, key);
     if (hit) Py_INCREF(hit);
     else if (PyErr_Occurred() || !(hit = PyObject_CallOneArg(sc->resolve, key))) return -1;
     int r = -1;
-    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2) {
+    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2)
         PyErr_SetString(PyExc_TypeError, "GenericParser names must be (name, phase)");
-        goto done;
-    }
-    Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
-    PyObject *m = ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 9 + ntail);
-    if (!m) goto done;
-    PyObject *items[9] = {PyTuple_GET_ITEM(hit, 0), value, step, PyTuple_GET_ITEM(hit, 1), Py_None, Py_None,
-                          epoch, sc->wall, line};
-    for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
-    for (Py_ssize_t i = 0; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
-    if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
-    r = PyList_Append(sc->out, m);
-    Py_DECREF(m);
-done:
+    else
+        r = append_named(sc, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1), value, step, epoch, line);
     Py_DECREF(hit);
+    return r;
+}
+
+/* tables.coco_name: AP/AR + IoU (50, 75) + area (s, m, l), AR over all areas and IoUs + maxDets;
+ * after the prefix of the last `IoU metric: bbox` title (`bbox/`). */
+static PyObject *coco_name(scan *sc, const coco_line *c) {
+    size_t n = 2, iou = (size_t)(c->ie - c->is), area = (size_t)(c->ae - c->as), dets = (size_t)(c->me - c->ms);
+    int ranged = memchr(c->is, ':', iou) != NULL;
+    char *buf = PyMem_Malloc(iou + dets + 4);
+    if (!buf) return PyErr_NoMemory();
+    memcpy(buf, c->ks, 2);
+    if ((iou == 4 && memcmp(c->is, "0.50", 4) == 0) || (iou == 3 && memcmp(c->is, "0.5", 3) == 0))
+        memcpy(buf + n, "50", 2), n += 2;
+    else if (iou == 4 && memcmp(c->is, "0.75", 4) == 0)
+        memcpy(buf + n, "75", 2), n += 2;
+    else if (!ranged)
+        memcpy(buf + n, c->is, iou), n += iou;
+    if (area == 5 && memcmp(c->as, "small", 5) == 0) buf[n++] = 's';
+    else if (area == 6 && memcmp(c->as, "medium", 6) == 0) buf[n++] = 'm';
+    else if (area == 5 && memcmp(c->as, "large", 5) == 0) buf[n++] = 'l';
+    if (c->ks[1] == 'R' && area == 3 && memcmp(c->as, "all", 3) == 0 && ranged) memcpy(buf + n, c->ms, dets), n += dets;
+    PyObject *tail = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)n);
+    PyMem_Free(buf);
+    PyObject *name = tail ? PyUnicode_Concat(sc->coco_prefix, tail) : NULL;
+    Py_XDECREF(tail);
+    return name;
+}
+
+/* A pycocotools summary line: one `val` metric at the parser's last step and epoch. */
+static int emit_coco(scan *sc, const coco_line *c, Py_ssize_t number) {
+    PyObject *name = coco_name(sc, c), *value = name ? to_float(c->vs, c->ve, sc->float_fb) : NULL;
+    PyObject *line = value ? PyLong_FromSsize_t(number) : NULL;
+    int r = line ? append_named(sc, name, S_val, value, sc->step, sc->epoch, line) : -1;
+    Py_XDECREF(name);
+    Py_XDECREF(value);
+    Py_XDECREF(line);
     return r;
 }
 
@@ -202,6 +244,13 @@ static int load_state(scan *sc) {
         if (!v) return -1;
         Py_XSETREF(*state_slot(sc, i), v);
     }
+    PyObject *prefix = PyObject_GetAttrString(sc->state, "coco_prefix");
+    if (!prefix) return -1;
+    Py_XSETREF(sc->coco_prefix, prefix);
+    if (!PyUnicode_Check(prefix)) {
+        PyErr_SetString(PyExc_TypeError, "GenericScanState.coco_prefix must be a str");
+        return -1;
+    }
     PyObject *fast = PyObject_GetAttrString(sc->state, "fast");
     if (!fast) return -1;
     sc->fast = PyObject_IsTrue(fast);
@@ -240,7 +289,11 @@ static int scan_lines(scan *sc, const char *ls, const char *end, Py_ssize_t numb
         const char *e = memchr(ls, '\n', (size_t)(end - ls));
         if (!e) break;  /* as feed_lines: a block ends with its last line's newline */
         size_t n = (size_t)(e - ls);
-        if (!sc->fast || for_python(ls, e)) {
+        int m = sc->fast ? markers(ls, e) : M_NON_ASCII;
+        coco_line c;
+        if ((m & M_IOU) && m != M_NON_ASCII && find_coco(ls, e, &c)) {  /* "IoU" is the tables' first test */
+            if (emit_coco(sc, &c, number)) return -1;
+        } else if (m) {
             if (handoff(sc, ls, e, number)) return -1;
         } else if (memchr(ls, ':', n) || memchr(ls, '=', n)) {
             int found = find_pairs(ls, e, prs), r = found < 0 ? 1 : 0;
@@ -264,6 +317,7 @@ static PyObject **env_slot(scan *sc, int i) {
 static void scan_clear(scan *sc) {
     for (int i = 0; i < 7; i++) Py_CLEAR(*env_slot(sc, i));
     for (int i = 0; i < 4; i++) Py_CLEAR(*state_slot(sc, i));
+    Py_CLEAR(sc->coco_prefix);
     Py_CLEAR(sc->out);
 }
 
@@ -307,4 +361,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_generic_scan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__generic_scan(void) { return PyModule_Create(&moduledef); }
+PyMODINIT_FUNC PyInit__generic_scan(void) {
+    if (!(S_val = PyUnicode_InternFromString("val"))) return NULL;
+    return PyModule_Create(&moduledef);
+}

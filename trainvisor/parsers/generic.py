@@ -82,9 +82,10 @@ class GenericScanState:
     `step`/`epoch`: the last ones a record gave (an evaluation table's position);
     `sticky_step`/`sticky_epoch`: set by a line of index keys alone or a step in
     parentheses, the position of the records that give none; `fast`: the C loop may
-    read the next line itself (training has started and no table is being read)."""
+    read the next line itself (training has started and no table is being read);
+    `coco_prefix`: what names a pycocotools summary line (`EvalTables.coco_prefix`)."""
 
-    __slots__ = ("step", "epoch", "sticky_step", "sticky_epoch", "fast")
+    __slots__ = ("step", "epoch", "sticky_step", "sticky_epoch", "fast", "coco_prefix")
 
     def __init__(self) -> None:
         self.step: Optional[int] = None
@@ -92,6 +93,7 @@ class GenericScanState:
         self.sticky_step: Optional[int] = None
         self.sticky_epoch: Optional[float] = None
         self.fast = False
+        self.coco_prefix = ""
 
 
 class ScanEnv(NamedTuple):
@@ -129,7 +131,7 @@ class GenericParser(LineParser):
 
     def feed(self, block):
         if self._c_feed is not None:
-            self._pos.fast = self._started and not self._tables.in_table
+            self._sync()
             out = self._c_feed(block.text, block.first_line, block.wall_time, self._pos, self._env)
             if out is not NotImplemented:
                 return out
@@ -138,8 +140,13 @@ class GenericParser(LineParser):
     def _line(self, text, number, wall_time):
         """`parse_line` for a line the C loop hands back; says whether it may read the next."""
         out = self.parse_line(text, number, wall_time)
-        self._pos.fast = self._started and not self._tables.in_table
+        self._sync()
         return out
+
+    def _sync(self) -> None:
+        """What the C loop must know of the Python side: may it read lines, and the summary's prefix."""
+        self._pos.fast = self._started and not self._tables.in_table
+        self._pos.coco_prefix = self._tables.coco_prefix
 
     def _resolve(self, key: str) -> tuple[str, str]:
         """(name, phase) of a key, remembered: ``Average loss`` -> ``loss`` (the last word names it)."""

@@ -68,6 +68,11 @@ class EvalTables:
         self._md_row = 0  # markdown lines read after the title
 
     @property
+    def coco_prefix(self) -> str:
+        """What precedes a summary line's name: ``bbox/`` after ``IoU metric: bbox``, else nothing."""
+        return self._coco_type + "/" if self._coco_type else ""
+
+    @property
     def in_table(self) -> bool:
         """A table's title was read: its next lines belong to it."""
         return bool(self._md_task)
@@ -108,8 +113,7 @@ class EvalTables:
             if m:
                 v = to_float(m.group(5))
                 name = coco_name(m.group(1), m.group(2), m.group(3), m.group(4))
-                prefix = self._coco_type + "/" if self._coco_type else ""
-                return [Metric(prefix + name, v, iteration, PHASE_VAL, None, None, epoch, wall_time, number)]
+                return [Metric(self.coco_prefix + name, v, iteration, PHASE_VAL, None, None, epoch, wall_time, number)]
             return None
         return self._titles(text) if "IoU metric: " in text else None
 
