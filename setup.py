@@ -1,10 +1,10 @@
 """Metadata lives in setup.cfg; this file only declares the optional C speedups.
 
-`optional=True`: without a compiler the install still succeeds and the Caffe
-parser and the sinks run their pure-Python code (same results, slower). Each
-extension belongs to its folder: the Caffe line scanner to parsers/, the record
-formatting to sinks/; both include the shared exact number routines
-(trainvisor/_native/fastnum.h), so neither imports the other.
+`optional=True`: without a compiler the install still succeeds and the Caffe and
+generic parsers and the sinks run their pure-Python code (same results, slower).
+Each extension belongs to its folder: the Caffe and generic line scanners to
+parsers/, the record formatting to sinks/; all include the shared exact number
+routines (trainvisor/_native/fastnum.h), so none imports another.
 """
 from setuptools import Extension, setup
 
@@ -16,6 +16,12 @@ setup(
             "trainvisor.parsers._caffe_scan",
             ["trainvisor/parsers/_caffe_scan.c"],
             depends=_SHARED + ["trainvisor/parsers/_caffe_grammar.h"],
+            optional=True,
+        ),
+        Extension(
+            "trainvisor.parsers._generic_scan",
+            ["trainvisor/parsers/_generic_scan.c"],
+            depends=_SHARED + ["trainvisor/parsers/_generic_grammar.h"],
             optional=True,
         ),
         Extension(

@@ -2,6 +2,12 @@
 
 Index keys (``step``, ``iter``, ``iteration``, ``global_step``, ``epoch``) set the
 record's position instead of becoming metrics; ``100/23196`` counts as 100.
+Steps as other tools write them: a line of ``step``/``global_step``/``epoch`` keys
+alone (``step: 200``) is the position of the records after it that give none, until
+the next such line; a step in parentheses closing a line (``loss: 0.48 (100)``,
+``loss: 0.48 (step 100)``, Guild AI's output scalars) is the step of that record and
+of those after it. Katib's ``{metricName: accuracy, metricValue: 0.8078}`` records
+are ``accuracy`` 0.8078.
 In JSON records, numbers written as strings (``"loss": "0.22"``, as Katib's JSON
 format and TRL write them) are numbers, and time keys (``timestamp``, ``time``,
 ``wall_time``) are the record's time, never metrics.
@@ -14,8 +20,11 @@ with a step or epoch key, a name that says it is a result (loss, accuracy, F1,
 AP, ...; `_RESULT_WORDS`), or a name printed again with another value (a series,
 such as ``warmup: 0``, ``warmup: 1``: its held values are then reported; a
 setting printed twice, in a ``Namespace(...)`` and a dump, keeps its value). Until then
-values are held; those still held when training starts were configuration and
-are dropped, as are those held at the end of a log where it never started.
+values are held, and stay held: a held name printed again with another value, also
+after the start, is a series and its held value is reported then; the others were
+configuration and are never reported.
+Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
+of pairs; every other line comes back to `parse_line` in order (same events).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
 """
@@ -23,8 +32,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from typing import ClassVar
+from typing import Callable, ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
@@ -32,13 +42,26 @@ from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
 from .tables import TABLE_MARKERS, EvalTables
 
-__all__ = ["GenericParser"]
+try:  # the optional C line loop (setup.py); the Python one below gives the same events
+    from ._generic_scan import feed as _c_feed
+except ImportError:  # pragma: no cover - built without a compiler
+    _c_feed = None
 
+__all__ = ["GenericParser", "GenericScanState", "ScanEnv"]
+
+# name, value, and a step in parentheses closing the line (``x: 1.1 (10)``, ``x: 1 (step 1)``, as
+# Guild AI's output scalars write it). Possessive name words and blanks: a shorter name or
+# fewer blanks never match where the whole run did not, and the engine need not try them.
 _PAIR_RE = re.compile(
-    r"(?<![\w.@/-])([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w.@-]*)?)\s*[:=]\s*(" + NUMBER + r")(?:/\d+)?(?![\w.:])"
+    r"(?<![\w.@/-])([A-Za-z_][\w./@-]*+(?: [A-Za-z_][\w.@-]*+)?)\s*+[:=]\s*+(" + NUMBER + r")(?:/\d+)?(?![\w.:])"
+    r"(?:\s+\((?:step\s+)?(\d+)\)\s*$)?"
 )
+# Katib's custom-filter form: ``{metricName: accuracy, metricValue: 0.8078}``, several to a line.
+_KATIB_RE = re.compile(r"\{metricName: ([\w|-]+), metricValue: (" + NUMBER + r")\}")
 _ITER_KEYS = frozenset({"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter", "Iteration"})
 _EPOCH_KEYS = frozenset({"epoch", "Epoch"})
+# A line holding only these sets the position of the records after it, until the next one.
+_STICKY_KEYS = frozenset({"step", "global_step", "Step", "epoch", "Epoch"})
 # A name that says it is a result of training, not a setting.
 _RESULT_WORDS = re.compile(
     r"(?:^|[^a-z])(?:loss(?:es)?|acc(?:uracy)?|err(?:or)?|f1|m?ap|ar|auc|ppl|perplexity|bleu|rouge\w*|m?iou|precision"
@@ -48,6 +71,43 @@ _HELD_LIMIT = 256  # names held before the start; more are configuration
 _TIME_KEYS = frozenset({"timestamp", "time", "wall_time"})
 _PHASE_KEYS = frozenset({"mode", "phase", "split"})
 _NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
+_NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cache starts again
+# Metric's fields after the nine a parser gives (added with defaults): the C loop appends them.
+_METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
+
+
+class GenericScanState:
+    """The parser's position, shared with the C loop (read and written by name).
+
+    `step`/`epoch`: the last ones a record gave (an evaluation table's position);
+    `sticky_step`/`sticky_epoch`: set by a line of index keys alone or a step in
+    parentheses, the position of the records that give none; `fast`: the C loop may
+    read the next line itself (training has started and no table is being read);
+    `coco_prefix`: what names a pycocotools summary line (`EvalTables.coco_prefix`)."""
+
+    __slots__ = ("step", "epoch", "sticky_step", "sticky_epoch", "fast", "coco_prefix")
+
+    def __init__(self) -> None:
+        self.step: Optional[int] = None
+        self.epoch: Optional[float] = None
+        self.sticky_step: Optional[int] = None
+        self.sticky_epoch: Optional[float] = None
+        self.fast = False
+        self.coco_prefix = ""
+
+
+class ScanEnv(NamedTuple):
+    """What the C loop works with: the name cache and its filler, the held names (a
+    record printing one is Python's), the Python line parser for the lines it hands
+    back, how to build a Metric, the number fallback."""
+
+    cache: dict
+    held: dict
+    resolve: Callable[[str], tuple]
+    line: Callable
+    metric_type: type
+    metric_tail: tuple
+    to_float: Callable[[str], Optional[float]]
 
 
 @register_parser
@@ -61,13 +121,45 @@ class GenericParser(LineParser):
         super().__init__(options)
         self._names = NameTable(val_prefixes=())
         self._started = False  # a step/epoch key, a result's name or a repeated name was seen
-        self._held: dict[str, list[Metric]] = {}  # before the start: name -> its value, maybe configuration
+        self._held: dict[str, list[Metric]] = {}  # held before the start: name -> its value, maybe configuration
         self._tables = EvalTables()
-        self._step: int | None = None  # the last step and epoch a record gave: an evaluation table's position
-        self._epoch: float | None = None
+        self._pos = GenericScanState()
+        self._name_cache: dict[str, tuple[str, str]] = {}
+        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float)
+        # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
+        self._c_feed = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_feed
+
+    def feed(self, block):
+        if self._c_feed is not None:
+            self._sync()
+            out = self._c_feed(block.text, block.first_line, block.wall_time, self._pos, self._env)
+            if out is not NotImplemented:
+                return out
+        return self.feed_lines(block, self.parse_line)
+
+    def _line(self, text, number, wall_time):
+        """`parse_line` for a line the C loop hands back; says whether it may read the next."""
+        out = self.parse_line(text, number, wall_time)
+        self._sync()
+        return out
+
+    def _sync(self) -> None:
+        """What the C loop must know of the Python side: may it read lines, and the summary's prefix."""
+        self._pos.fast = self._started and not self._tables.in_table
+        self._pos.coco_prefix = self._tables.coco_prefix
+
+    def _resolve(self, key: str) -> tuple[str, str]:
+        """(name, phase) of a key, remembered: ``Average loss`` -> ``loss`` (the last word names it)."""
+        if len(self._name_cache) >= _NAME_LIMIT:
+            self._name_cache.clear()
+        name, phase = self._names(key)
+        if " " in name:
+            name = name.rsplit(" ", 1)[-1]
+        self._name_cache[key] = hit = (name, phase)
+        return hit
 
     def parse_line(self, text, number, wall_time):
-        table = self._tables.read(text, number, wall_time, self._step, self._epoch)
+        table = self._tables.read(text, number, wall_time, self._pos.step, self._pos.epoch)
         if table is not None:
             return table
         if "=" not in text and ":" not in text:
@@ -75,29 +167,53 @@ class GenericParser(LineParser):
         s = text.strip()
         if s.startswith("{") and s.endswith("}") and '"' in s:
             return self._json(s, number, wall_time)
+        if "metricName" in text and (katib := _KATIB_RE.findall(text)):
+            return self._record([(k, to_float(raw)) for k, raw in katib], None, None, number, wall_time)
         found = _PAIR_RE.findall(text)
         if not found:
             return None
         step = epoch = None
         items = []
-        for key, raw in found:
+        for key, raw, suffix in found:
             short = key.rsplit(" ", 1)[-1]
+            if suffix and self._leads(text, found):  # "x: 1.1 (10)": this record's step and the next ones'
+                step = self._pos.sticky_step = int(suffix)
             if short in _ITER_KEYS:
                 v = to_float(raw)
                 if v is not None and v == v and abs(v) < 1e15:
                     step = int(v)
-                continue
-            if short in _EPOCH_KEYS:
+            elif short in _EPOCH_KEYS:
                 epoch = to_float(raw)
-                continue
-            v = to_float(raw)
-            if v is not None:
+            elif (v := to_float(raw)) is not None:
                 items.append((key, v))
-        if not self._started:
-            if step is None and epoch is None and not any(_RESULT_WORDS.search(k) for k, _ in items):
-                return self._before_start(items, number, wall_time)
-            self._held.clear()  # configuration
-        return self._emit(items, step, epoch, None, number, wall_time)
+        if not items and (step is not None or epoch is not None):
+            self._stick(found, step, epoch)
+        return self._record(items, step, epoch, number, wall_time)
+
+    @staticmethod
+    def _leads(text: str, found: list) -> bool:
+        """The line is one pair and nothing before it, as Guild AI reads ``x: 1.1 (10)``
+        (``net.cpp:127] Top shape: 64 (64)`` gives no step)."""
+        return len(found) == 1 and not text[:_PAIR_RE.search(text).start()].strip()
+
+    def _stick(self, found, step, epoch) -> None:
+        """A line of index keys alone (``step: 5``, ``epoch: 2``): they are the position of
+        the records after it that give none, until the next such line."""
+        for key, _, _ in found:
+            short = key.rsplit(" ", 1)[-1]
+            if short in _STICKY_KEYS:
+                if short in _EPOCH_KEYS:
+                    self._pos.sticky_epoch = epoch
+                else:
+                    self._pos.sticky_step = step
+
+    def _record(self, items, step, epoch, number, wall_time):
+        """The metrics of one record line, or None while they may still be configuration."""
+        if not self._started and step is None and epoch is None \
+                and not any(_RESULT_WORDS.search(k) for k, _ in items):
+            return self._before_start(items, number, wall_time)
+        out = self._emit(items, step, epoch, None, number, wall_time)
+        return self._series_held(items) + out if self._held else out
 
     def _before_start(self, items, number, wall_time):
         """Values that may be configuration: held until a name comes again with another value (a series)."""
@@ -107,22 +223,33 @@ class GenericParser(LineParser):
                 for key, v in items:
                     held[key] = self._emit([(key, v)], None, None, None, number, wall_time, start=False)
             return None
-        out = [m for k, _ in items if k in held for m in held[k]]
-        held.clear()
-        return out + self._emit(items, None, None, None, number, wall_time)
+        return self._series_held(items) + self._emit(items, None, None, None, number, wall_time)
+
+    def _series_held(self, items) -> list:
+        """A record that prints a held name again with another value makes it a series
+        (``x: 1.1`` ... ``x: 3.3``): the held values of the names it prints are reported,
+        once. Held names no record prints again with another value were configuration;
+        they stay held, also after the start, and are never reported."""
+        held = self._held
+        if not any(k in held and held[k][0].value != v for k, v in items):
+            return []
+        return [m for k in dict.fromkeys(k for k, _ in items) if k in held for m in held.pop(k)]
 
     def _emit(self, items, step, epoch, phase, number, wall_time, start=True):
+        pos = self._pos
+        if step is None:
+            step = pos.sticky_step
+        if epoch is None:
+            epoch = pos.sticky_epoch
         if step is not None:
-            self._step = step
+            pos.step = step
         if epoch is not None:
-            self._epoch = epoch
+            pos.epoch = epoch
         self._started = self._started or start
         out = []
-        names = self._names
+        cache = self._name_cache
         for key, v in items:
-            name, ph = names(key)
-            if " " in name:  # "Average loss: 0.3": the last word names it
-                name = name.rsplit(" ", 1)[-1]
+            name, ph = cache.get(key) or self._resolve(key)
             out.append(Metric(name, v, step, phase or ph, None, None, epoch, wall_time, number))
         return out
 

@@ -67,6 +67,16 @@ class EvalTables:
         self._md_head: list[str] = []
         self._md_row = 0  # markdown lines read after the title
 
+    @property
+    def coco_prefix(self) -> str:
+        """What precedes a summary line's name: ``bbox/`` after ``IoU metric: bbox``, else nothing."""
+        return self._coco_type + "/" if self._coco_type else ""
+
+    @property
+    def in_table(self) -> bool:
+        """A table's title was read: its next lines belong to it."""
+        return bool(self._md_task)
+
     def may_read(self, text: str) -> bool:
         """False when no line of `text` (a block) can be part of a table: one scan of
         the block instead of four per line."""
@@ -85,8 +95,9 @@ class EvalTables:
         if "Evaluat" in text:
             return self._titles(text)
         if "AP" in text:
-            if "mAP" in text:
-                return self._pairs(_MMDET_RE.findall(text), number, wall_time, iteration, epoch)
+            if "mAP" in text:  # _MMDET_RE needs "_mAP": YOLO's "mAP50" headers cost no search
+                found = _MMDET_RE.findall(text) if "_mAP" in text else []
+                return self._pairs(found, number, wall_time, iteration, epoch)
             m = _BEST_AP_RE.search(text) if "best AP is" in text else None
             return self._pairs([("best_AP", m.group(1))], number, wall_time, iteration, epoch) if m else None
         if "all " in text:
@@ -102,8 +113,7 @@ class EvalTables:
             if m:
                 v = to_float(m.group(5))
                 name = coco_name(m.group(1), m.group(2), m.group(3), m.group(4))
-                prefix = self._coco_type + "/" if self._coco_type else ""
-                return [Metric(prefix + name, v, iteration, PHASE_VAL, None, None, epoch, wall_time, number)]
+                return [Metric(self.coco_prefix + name, v, iteration, PHASE_VAL, None, None, epoch, wall_time, number)]
             return None
         return self._titles(text) if "IoU metric: " in text else None
 

@@ -1,0 +1,112 @@
+"""The optional C loop of the generic parser gives exactly the Python loop's events:
+on every log the project can read (fixtures, ../shared/real-logs), fed whole and in
+pieces, on the corners of its grammar, and on random text."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from trainvisor.lines import LineSplitter
+from trainvisor.parsers import ParserOptions
+from trainvisor.parsers import generic
+
+from .conftest import FIXTURES, REAL_LOGS
+
+pytestmark = pytest.mark.skipif(generic._c_feed is None, reason="C speedup not built (no compiler at install)")
+
+LOGS = sorted((FIXTURES / "logs").glob("*.log")) + (sorted(REAL_LOGS.glob("*/*.log")) if REAL_LOGS.is_dir() else [])
+
+
+def events(data: bytes, *, use_c: bool, chunk: int = 65536) -> list:
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    if not use_c:
+        parser._c_feed = None
+    sp = LineSplitter("s")
+    out = []
+    for i in range(0, len(data), chunk):
+        block = sp.feed(data[i:i + chunk], 0.0, 1.5)
+        if block:
+            out += parser.feed(block)
+    block = sp.finish(0.0, 1.5)
+    if block:
+        out += parser.feed(block)
+    return [comparable(e) for e in out + parser.finish()]
+
+
+def comparable(m) -> tuple:
+    """The fields with their types (an int step is not a float step); NaN equal to NaN."""
+    return tuple((type(v).__name__, "nan" if isinstance(v, float) and math.isnan(v) else v) for v in m)
+
+
+def test_the_c_loop_is_in_use():
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    assert parser._c_feed is generic._c_feed
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("chunk", [65536, 97])
+def test_c_and_python_loops_agree_on_every_log(log, chunk):
+    data = log.read_bytes()
+    c_events = events(data, use_c=True, chunk=chunk)
+    assert c_events == events(data, use_c=False, chunk=chunk)
+
+
+CORNERS = [
+    "loss: 0.5\n",  # starts the training: every corner below is read by the C loop
+    "a=1.#INF b=1.#INF: c=-1.#QNAN0 d=1.#IND\n",  # a failed Windows spelling falls back to "1."
+    "e=5/10 f=5/10x g=5/x h=1e5. i=1e5 j=1.e5 k=.5 l=5. m=5.: n=1e+ o=+3 p=-.5e-3\n",
+    "q: nan r: -inf s: Infinity t: infinit u: NaNx v=INF\n",
+    "Average loss: 0.3 Train Loss = 0.2 lr/group.0: 1e-3 mAP@.5 = 0.4 w@x=1 -y=2 .z=3 /u=4\n",
+    "x: 1.1 (10)\n", "y: 2 (step 12)  \n", "z: 3 (step x)\n", "z: 4 (12) tail\n", "z: 5 ( 12)\n",
+    "step: 20\n", "acc: 0.9\n", "epoch: 3\n", "step: nan epoch: 4\n", "val_acc: 0.8\n",
+    "global_step=7 loss=0.1\n", "Step 9: iter: 100/2000 batch: 5 it: 3 Iteration: 4\n",
+    "step: 1e20 loss: 0.1\n", "x: 99999999999999999999 (123456789012345678901234)\n",
+    " ".join(f"k{i}={i}" for i in range(70)) + "\n",  # more pairs than the C loop takes
+    "sep:\t0.5\x1c\n", "a\x1f=\x1f1\n",
+    '{"step": 3, "loss": 0.5}\n', "  all  128  929  0.716  0.604  0.681  0.453\n",
+    "Evaluation results for bbox:\n", "|   AP   |  AP50  |\n", "|:------:|:------:|\n", "| 35.1 | 55.2 |\n",
+    "after: 1\n", "the best AP is 90.00 loss: 0.2\n", "{metricName: loss, metricValue: 0.3}\n",
+    "température: 0.5 loss: 0.4\n", "IoU=0.5 loss: 0.3\n",
+    # pycocotools summaries, read by the C loop too: names, the title's prefix, odd spellings
+    " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.002\n",
+    "IoU metric: segm\n",
+    " Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ] = -1.000\n",
+    " Average Precision  (AP) @[ IoU=0.75      | area= small | maxDets=100 ] = 1.#QNAN\n",
+    " Average Recall     (AR) @[ IoU=0.50:0.95 | area=   all | maxDets= 10 ] = nan\n",
+    " Average Recall     (AR) @[ IoU=0.5 | area=large | maxDets=1 ]=0.3 loss: 0.2\n",  # no "] = ": pairs
+    "x Average Recall (AR) @[ IoU=0.60 | area=medium | maxDets=1 ] = 5e-1x y=2\n",
+    "Average Precision(AP) @[ IoU=0.5 | area=all | maxDets=1 ] = 0.1 Average Recall (AR) @[ IoU=.9 | area=a_1"
+    " | maxDets=7 ] = +.5\n",
+    " Average Precision  (AX) @[ IoU=0.50 | area= all | maxDets=100 ] = 0.4 acc: 0.9\n",
+    "Evaluate annotation type *bbox*\n",
+    " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.25\n",
+]
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 65536])
+def test_the_corners_of_the_grammar_agree(chunk):
+    data = "".join(CORNERS).encode()
+    c_events = events(data, use_c=True, chunk=chunk)
+    assert len(c_events) > 100
+    assert c_events == events(data, use_c=False, chunk=chunk)
+
+
+def test_a_step_in_parentheses_sets_the_step_in_both_loops():
+    data = "loss: 0.5\nx: 1.1 (10)\ny: 2\n".encode()
+    got = events(data, use_c=True)
+    assert [(m[0][1], m[2][1]) for m in got] == [("loss", None), ("x", 10), ("y", 10)]
+
+
+ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|") + [
+    "step", "epoch", "loss", "IoU", "mAP", "all ", "1.#INF", "nan", "inf", "(step ", "\n", "é", "metricName",
+    "Average Precision (AP) @[ IoU=", "Average Recall  (AR) @[", "IoU=0.50:0.95", " | area=", "small", "| maxDets=",
+    "] = ", "IoU metric: "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ALPHABET, max_size=120), st.integers(min_value=1, max_value=40))
+def test_random_text_agrees(pieces, chunk):
+    data = ("loss: 0.5\n" + "".join(pieces) + "\n").encode()
+    assert events(data, use_c=True, chunk=chunk) == events(data, use_c=False, chunk=chunk)

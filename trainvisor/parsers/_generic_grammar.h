@@ -1,0 +1,239 @@
+/* The grammar of GenericParser's pairs (generic.py `_PAIR_RE`) for ASCII lines, and which
+ * lines stay in Python: included by _generic_scan.c only. */
+#ifndef TRAINVISOR_GENERIC_GRAMMAR_H
+#define TRAINVISOR_GENERIC_GRAMMAR_H
+
+#include <string.h> /* memmem: _GNU_SOURCE comes with Python.h */
+
+#define MAX_PAIRS 64
+
+typedef struct { const char *ks, *ke, *vs, *ve, *ss, *se; } pair; /* key, value, (step) or ss NULL */
+
+/* ---- characters, as Python's re sees them in an ASCII str ---- */
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+static inline int is_w(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static inline int is_first(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static inline int is_name(char c) { return is_w(c) || c == '.' || c == '/' || c == '@' || c == '-'; }
+static inline int is_name2(char c) { return is_w(c) || c == '.' || c == '@' || c == '-'; }
+static inline int is_after(char c) { return is_w(c) || c == '.' || c == ':'; }
+static inline int is_ws(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+static inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c; }
+
+static const char *digits(const char *p, const char *e) { while (p < e && is_digit(*p)) p++; return p; }
+static const char *skip_ws(const char *p, const char *e) { while (p < e && is_ws(*p)) p++; return p; }
+
+static int word_at(const char *p, const char *e, const char *w) { /* case-insensitive prefix */
+    for (; *w; w++, p++)
+        if (p >= e || lower(*p) != *w) return 0;
+    return 1;
+}
+
+/* ---- NUMBER, then (?:/\d+)?(?![\w.:]): the match's end, or NULL ---- */
+static const char *tail(const char *v, const char *e) {
+    if (v + 1 < e && *v == '/' && is_digit(v[1])) {
+        const char *f = digits(v + 1, e);
+        if (f == e || !is_after(*f)) return f;
+    }
+    return (v == e || !is_after(*v)) ? v : NULL;
+}
+
+static const char *alt_windows(const char *p, const char *e) { /* \d+\.#(?:INF|QNAN|SNAN|IND)\w* */
+    static const char *const tags[4] = {"INF", "QNAN", "SNAN", "IND"};
+    const char *q = digits(p, e);
+    if (q == p || q + 1 >= e || q[0] != '.' || q[1] != '#') return NULL;
+    q += 2;
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(tags[i]);
+        if ((size_t)(e - q) >= n && memcmp(q, tags[i], n) == 0) {
+            for (q += n; q < e && is_w(*q);) q++;
+            return q;
+        }
+    }
+    return NULL;
+}
+
+static const char *alt_decimal(const char *p, const char *e) { /* (?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)? */
+    if (p < e && is_digit(*p)) {
+        p = digits(p, e);
+        if (p < e && *p == '.') p = digits(p + 1, e);
+    } else if (p + 1 < e && *p == '.' && is_digit(p[1])) {
+        p = digits(p + 1, e);
+    } else {
+        return NULL;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        const char *x = p + 1;
+        if (x < e && (*x == '+' || *x == '-')) x++;
+        if (x < e && is_digit(*x)) p = digits(x, e);
+    }
+    return p;
+}
+
+static const char *alt_word(const char *p, const char *e) { /* [nN][aA][nN]|[iI][nN][fF](?:inity)? */
+    if (word_at(p, e, "nan")) return p + 3;
+    if (!word_at(p, e, "inf")) return NULL;
+    return word_at(p + 3, e, "inity") ? p + 8 : p + 3;
+}
+
+/* NUMBER at p in the order the alternatives are tried; sets *vend, returns the match end or NULL */
+static const char *number(const char *p, const char *e, const char **vend) {
+    const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v, *m;
+    if ((v = alt_windows(s, e)) && (m = tail(v, e))) return *vend = v, m;
+    if ((v = alt_decimal(s, e)) && (m = tail(v, e))) return *vend = v, m;
+    if ((v = alt_word(s, e)) && (m = tail(v, e))) return *vend = v, m;
+    return NULL;
+}
+
+/* (?:\s+\((?:step\s+)?(\d+)\)\s*$)? after the match end m; the match's new end */
+static const char *suffix(const char *m, const char *e, pair *pr) {
+    const char *p = m, *d;
+    if (!(p < e && is_ws(*p))) return m;
+    while (p < e && is_ws(*p)) p++;
+    if (p >= e || *p != '(') return m;
+    p++;
+    if (e - p > 4 && memcmp(p, "step", 4) == 0 && is_ws(p[4])) {
+        const char *q = p + 4;
+        while (q < e && is_ws(*q)) q++;
+        if (q < e && is_digit(*q)) p = q;
+    }
+    d = digits(p, e);
+    if (d == p || d >= e || *d != ')') return m;
+    const char *r = d + 1;
+    while (r < e && is_ws(*r)) r++;
+    if (r != e) return m;
+    pr->ss = p;
+    pr->se = d;
+    return e;
+}
+
+/* \s*[:=]\s*NUMBER... after a name ending at p; the match end or NULL */
+static const char *rest(const char *p, const char *e, pair *pr) {
+    while (p < e && is_ws(*p)) p++;
+    if (p >= e || (*p != ':' && *p != '=')) return NULL;
+    for (p++; p < e && is_ws(*p);) p++;
+    const char *vend, *m = number(p, e, &vend);
+    if (!m) return NULL;
+    pr->vs = p;
+    pr->ve = vend;
+    pr->ss = pr->se = NULL;
+    return suffix(m, e, pr);
+}
+
+/* _PAIR_RE tried at i; the match end or NULL */
+static const char *match_at(const char *ls, const char *i, const char *e, pair *pr) {
+    if ((i > ls && is_name(i[-1])) || !is_first(*i)) return NULL;
+    const char *j = i + 1, *m;
+    while (j < e && is_name(*j)) j++;
+    if (j + 1 < e && *j == ' ' && is_first(j[1])) {
+        const char *k = j + 2;
+        while (k < e && is_name2(*k)) k++;
+        if ((m = rest(k, e, pr))) return pr->ks = i, pr->ke = k, m;
+    }
+    if ((m = rest(j, e, pr))) return pr->ks = i, pr->ke = j, m;
+    return NULL;
+}
+
+/* _PAIR_RE.findall over one line: the number of pairs, or -1 for more than MAX_PAIRS */
+static int find_pairs(const char *ls, const char *e, pair *prs) {
+    int n = 0;
+    for (const char *i = ls; i < e;) {
+        const char *m = match_at(ls, i, e, &prs[n]);
+        if (m) {
+            if (++n == MAX_PAIRS) return -1;
+            i = m;
+        } else if (is_name(*i)) {  /* positions inside this word fail the lookbehind */
+            while (++i < e && is_name(*i)) {}
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
+/* ---- which lines stay in Python ---- */
+
+/* ---- the pycocotools summary line (tables.py `_COCO_RE`, searched) ---- */
+
+typedef struct { const char *ks, *is, *ie, *as, *ae, *ms, *me, *vs, *ve; } coco_line; /* kind is 2 chars */
+
+static const char *lit(const char *p, const char *e, const char *w) { /* p after the literal w, or NULL */
+    size_t n = strlen(w);
+    return (p && (size_t)(e - p) >= n && memcmp(p, w, n) == 0) ? p + n : NULL;
+}
+
+static const char *ws_lit(const char *p, const char *e, const char *w) { return p ? lit(skip_ws(p, e), e, w) : NULL; }
+
+static const char *run(const char *p, const char *e, int (*in)(char)) { /* the end of a run of one or more */
+    const char *q = p;
+    while (p && q < e && in(*q)) q++;
+    return p && q > p ? q : NULL;
+}
+
+static int is_iou(char c) { return is_digit(c) || c == '.' || c == ':'; }
+static int is_wc(char c) { return is_w(c); }
+static int is_dc(char c) { return is_digit(c); }
+
+/* [-+]?NUMBER with nothing required after it; its end or NULL */
+static const char *number_any(const char *p, const char *e) {
+    const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;
+    if ((v = alt_windows(s, e)) || (v = alt_decimal(s, e)) || (v = alt_word(s, e))) return v;
+    return NULL;
+}
+
+/* _COCO_RE at p, the text after an "Average ": 1 with its groups in *c, else 0 */
+static int coco_at(const char *p, const char *e, coco_line *c) {
+    const char *q = lit(p, e, "Precision");
+    if (!q) q = lit(p, e, "Recall");
+    if (!q || q >= e || !is_ws(*q) || !(q = ws_lit(q, e, "(A")) || q + 1 >= e || (*q != 'P' && *q != 'R')
+        || q[1] != ')')
+        return 0;
+    c->ks = q - 1;
+    c->is = ws_lit(ws_lit(q + 2, e, "@["), e, "IoU=");
+    if (!(c->ie = run(c->is, e, is_iou))) return 0;
+    c->as = ws_lit(ws_lit(c->ie, e, "|"), e, "area=");
+    if (!(c->as = c->as ? skip_ws(c->as, e) : NULL) || !(c->ae = run(c->as, e, is_wc))) return 0;
+    c->ms = ws_lit(ws_lit(c->ae, e, "|"), e, "maxDets=");
+    if (!(c->ms = c->ms ? skip_ws(c->ms, e) : NULL) || !(c->me = run(c->ms, e, is_dc))) return 0;
+    c->vs = ws_lit(ws_lit(c->me, e, "]"), e, "=");
+    if (!(c->vs = c->vs ? skip_ws(c->vs, e) : NULL) || !(c->ve = number_any(c->vs, e))) return 0;
+    return 1;
+}
+
+/* The first match of _COCO_RE in a line holding "] = " (tables.EvalTables._coco); 1 or 0 */
+static int find_coco(const char *ls, const char *e, coco_line *c) {
+    if (!memmem(ls, (size_t)(e - ls), "] = ", 4)) return 0;
+    for (const char *p = ls; (p = memmem(p, (size_t)(e - p), "Average ", 8)); p++)
+        if (coco_at(p + 8, e, c)) return 1;
+    return 0;
+}
+
+enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
+
+/* What of a line the evaluation tables, the JSON or the Katib reader may take (generic.py,
+ * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for `Evaluat`, `mAP`,
+ * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line;
+ * M_NON_ASCII alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
+static int markers(const char *ls, const char *e) {
+    const char *a = skip_ws(ls, e), *z = e;
+    int m = 0;
+    while (z > a && is_ws(z[-1])) z--;
+    if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_OTHER;
+    if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_OTHER;
+    for (const char *p = ls; p < e; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 'a') {
+            if (c >= 0x80) return M_NON_ASCII;
+            continue;
+        }
+        if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
+        if (c == 'E' && e - p >= 7 && memcmp(p, "Evaluat", 7) == 0) m |= M_OTHER;
+        if (c == 'A' && e - p >= 2 && p[1] == 'P') {
+            if (p > ls && p[-1] == 'm') m |= M_OTHER;
+            if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) m |= M_OTHER;
+        }
+        if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_OTHER;
+    }
+    return m;
+}
+
+#endif

@@ -1,0 +1,367 @@
+/* Optional C implementation of GenericParser's line loop (parsers/generic.py).
+ *
+ * Once training has started, most lines of most logs are `name: value` pairs
+ * or carry none; Python's regex engine and the per-line calls cost ~15 us a line,
+ * this ~0.3 us. It implements exactly `_PAIR_RE.findall` (ordered alternatives
+ * and backtracking included) and the per-match logic of `GenericParser.parse_line`
+ * for ASCII lines; every other line (not yet started, inside an evaluation table,
+ * a table's marker, a JSON record, a Katib record, non-ASCII, more than MAX_PAIRS
+ * pairs) is handed to the parser's Python `line` method, in order.
+ * tests/test_generic_speedups.py checks that both give identical events on every
+ * log the project can read. State crosses the boundary as the parser's
+ * GenericScanState (fields by name), written before and read after each handoff.
+ */
+#include "../_native/fastnum.h"
+#include "_generic_grammar.h"
+
+typedef struct {
+    PyObject *out, *wall, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
+    PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
+    PyObject *coco_prefix;                                /* owned; read from state */
+    int fast;
+    int atomic_tail; /* Metric's default fields are None, bool, int, float or str, like the nine set here */
+} scan;
+
+static PyObject *S_val; /* events.PHASE_VAL */
+
+static const char *STATE_FIELDS[4] = {"sticky_step", "sticky_epoch", "step", "epoch"};
+
+/* ---- values ---- */
+
+/* to_float(text): the exact fast path, CPython's parser, else the Python fallback. New ref. */
+static PyObject *to_float(const char *s, const char *e, PyObject *fallback) {
+    char buf[64];
+    size_t n = (size_t)(e - s);
+    double d;
+    if (fast_text_to_double(s, e, &d) == 0) return PyFloat_FromDouble(d);
+    if (n < sizeof(buf)) {
+        char *endp = NULL;
+        memcpy(buf, s, n);
+        buf[n] = 0;
+        d = PyOS_string_to_double(buf, &endp, NULL);
+        if (!(d == -1.0 && PyErr_Occurred()) && endp == buf + n) return PyFloat_FromDouble(d);
+        PyErr_Clear();
+    }
+    PyObject *t = PyUnicode_FromStringAndSize(s, (Py_ssize_t)n);
+    if (!t) return NULL;
+    PyObject *r = PyObject_CallOneArg(fallback, t);
+    Py_DECREF(t);
+    return r;
+}
+
+static PyObject *int_of(const char *s, const char *e) { /* int() of a run of digits */
+    if (e - s < 18) {
+        long long v = 0;
+        for (; s < e; s++) v = v * 10 + (*s - '0');
+        return PyLong_FromLongLong(v);
+    }
+    PyObject *t = PyUnicode_FromStringAndSize(s, e - s);
+    PyObject *r = t ? PyLong_FromUnicodeObject(t, 10) : NULL;
+    Py_XDECREF(t);
+    return r;
+}
+
+static int key_is(const char *s, const char *e, const char *const *words) {
+    for (; *words; words++)
+        if ((size_t)(e - s) == strlen(*words) && memcmp(s, *words, (size_t)(e - s)) == 0) return 1;
+    return 0;
+}
+
+static const char *const ITER_KEYS[] = {"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter",
+                                        "Iteration", NULL};
+static const char *const EPOCH_KEYS[] = {"epoch", "Epoch", NULL};
+static const char *const STICKY_KEYS[] = {"step", "global_step", "Step", "epoch", "Epoch", NULL};
+
+static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_NewRef(v)); }
+
+/* ---- events ---- */
+
+/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, *defaults). */
+static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
+                        PyObject *line) {
+    Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
+    PyObject *m = ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 9 + ntail);
+    if (!m) return -1;
+    PyObject *items[9] = {name, value, step, phase, Py_None, Py_None, epoch, sc->wall, line};
+    for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
+    for (Py_ssize_t i = 0; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
+    if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
+    int r = PyList_Append(sc->out, m);
+    Py_DECREF(m);
+    return r;
+}
+
+/* The metric of `key`: its (name, phase) from the parser's cache, or its `resolve` on a miss. */
+static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
+    PyObject *hit = PyDict_GetItemWithError(sc->cache, key);
+    if (hit) Py_INCREF(hit);
+    else if (PyErr_Occurred() || !(hit = PyObject_CallOneArg(sc->resolve, key))) return -1;
+    int r = -1;
+    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2)
+        PyErr_SetString(PyExc_TypeError, "GenericParser names must be (name, phase)");
+    else
+        r = append_named(sc, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1), value, step, epoch, line);
+    Py_DECREF(hit);
+    return r;
+}
+
+/* tables.coco_name: AP/AR + IoU (50, 75) + area (s, m, l), AR over all areas and IoUs + maxDets;
+ * after the prefix of the last `IoU metric: bbox` title (`bbox/`). */
+static PyObject *coco_name(scan *sc, const coco_line *c) {
+    size_t n = 2, iou = (size_t)(c->ie - c->is), area = (size_t)(c->ae - c->as), dets = (size_t)(c->me - c->ms);
+    int ranged = memchr(c->is, ':', iou) != NULL;
+    char *buf = PyMem_Malloc(iou + dets + 4);
+    if (!buf) return PyErr_NoMemory();
+    memcpy(buf, c->ks, 2);
+    if ((iou == 4 && memcmp(c->is, "0.50", 4) == 0) || (iou == 3 && memcmp(c->is, "0.5", 3) == 0))
+        memcpy(buf + n, "50", 2), n += 2;
+    else if (iou == 4 && memcmp(c->is, "0.75", 4) == 0)
+        memcpy(buf + n, "75", 2), n += 2;
+    else if (!ranged)
+        memcpy(buf + n, c->is, iou), n += iou;
+    if (area == 5 && memcmp(c->as, "small", 5) == 0) buf[n++] = 's';
+    else if (area == 6 && memcmp(c->as, "medium", 6) == 0) buf[n++] = 'm';
+    else if (area == 5 && memcmp(c->as, "large", 5) == 0) buf[n++] = 'l';
+    if (c->ks[1] == 'R' && area == 3 && memcmp(c->as, "all", 3) == 0 && ranged) memcpy(buf + n, c->ms, dets), n += dets;
+    PyObject *tail = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)n);
+    PyMem_Free(buf);
+    PyObject *name = tail ? PyUnicode_Concat(sc->coco_prefix, tail) : NULL;
+    Py_XDECREF(tail);
+    return name;
+}
+
+/* A pycocotools summary line: one `val` metric at the parser's last step and epoch. */
+static int emit_coco(scan *sc, const coco_line *c, Py_ssize_t number) {
+    PyObject *name = coco_name(sc, c), *value = name ? to_float(c->vs, c->ve, sc->float_fb) : NULL;
+    PyObject *line = value ? PyLong_FromSsize_t(number) : NULL;
+    int r = line ? append_named(sc, name, S_val, value, sc->step, sc->epoch, line) : -1;
+    Py_XDECREF(name);
+    Py_XDECREF(value);
+    Py_XDECREF(line);
+    return r;
+}
+
+static inline int is_none(PyObject *x) { return x == NULL || x == Py_None; }
+
+static const char *last_word(const pair *p) {
+    const char *w = p->ks;
+    for (const char *c = p->ks; c < p->ke; c++)
+        if (*c == ' ') w = c + 1;
+    return w;
+}
+
+/* A line of index keys alone: the position of the records after it (GenericParser._stick). */
+static void stick(scan *sc, const pair *prs, int n, PyObject *step, PyObject *epoch) {
+    for (int k = 0; k < n; k++) {
+        const char *w = last_word(&prs[k]);
+        if (!key_is(w, prs[k].ke, STICKY_KEYS)) continue;
+        if (key_is(w, prs[k].ke, EPOCH_KEYS)) set_ref(&sc->sticky_epoch, is_none(epoch) ? Py_None : epoch);
+        else set_ref(&sc->sticky_step, is_none(step) ? Py_None : step);
+    }
+}
+
+/* One pair: an index key sets *step / *epoch, a step in parentheses *step and *sfx, a value
+ * becomes keys[*ni], vals[*ni]. */
+static int read_pair(scan *sc, const pair *p, PyObject **step, PyObject **sfx, PyObject **epoch, PyObject **keys,
+                     PyObject **vals, int *ni) {
+    const char *w = last_word(p);
+    if (p->ss) {
+        PyObject *s = int_of(p->ss, p->se);
+        if (!s) return -1;
+        Py_XSETREF(*step, Py_NewRef(s));
+        Py_XSETREF(*sfx, s);
+    }
+    PyObject *v = to_float(p->vs, p->ve, sc->float_fb);
+    if (!v) return -1;
+    if (key_is(w, p->ke, ITER_KEYS)) {
+        double d = v == Py_None ? NAN : PyFloat_AsDouble(v);
+        Py_DECREF(v);
+        if (d == d && fabs(d) < 1e15) {
+            PyObject *s = PyLong_FromLongLong((long long)d);
+            if (!s) return -1;
+            Py_XSETREF(*step, s);
+        }
+    } else if (key_is(w, p->ke, EPOCH_KEYS)) {
+        Py_XSETREF(*epoch, v);
+    } else if (v == Py_None) {
+        Py_DECREF(v);
+    } else {
+        PyObject *key = PyUnicode_FromStringAndSize(p->ks, p->ke - p->ks);
+        if (!key) return Py_DECREF(v), -1;
+        keys[*ni] = key;
+        vals[(*ni)++] = v;
+    }
+    return 0;
+}
+
+/* A name of the record the parser holds (configuration until printed again): its line is Python's. */
+static int holds_any(scan *sc, PyObject **keys, int ni) {
+    if (!PyDict_GET_SIZE(sc->held)) return 0;
+    for (int i = 0; i < ni; i++) {
+        int r = PyDict_Contains(sc->held, keys[i]);
+        if (r) return r;
+    }
+    return 0;
+}
+
+/* The events of one line's pairs once training has started (GenericParser.parse_line):
+ * 0 done, 1 the line is Python's (nothing changed), -1 error. */
+static int emit_pairs(scan *sc, const pair *prs, int n, Py_ssize_t number) {
+    PyObject *step = NULL, *sfx = NULL, *epoch = NULL, *keys[MAX_PAIRS], *vals[MAX_PAIRS], *line = NULL;
+    int ni = 0, rc = -1;
+    for (int k = 0; k < n; k++)
+        if (read_pair(sc, &prs[k], &step, &sfx, &epoch, keys, vals, &ni)) goto done;
+    if ((rc = holds_any(sc, keys, ni))) goto done;
+    rc = -1;
+    if (sfx) set_ref(&sc->sticky_step, sfx);
+    if (ni == 0 && (!is_none(step) || !is_none(epoch))) stick(sc, prs, n, step, epoch);
+    PyObject *st = is_none(step) ? sc->sticky_step : step, *ep = is_none(epoch) ? sc->sticky_epoch : epoch;
+    if (st != Py_None) set_ref(&sc->step, st);
+    if (ep != Py_None) set_ref(&sc->epoch, ep);
+    if (ni && !(line = PyLong_FromSsize_t(number))) goto done;
+    for (int i = 0; i < ni; i++)
+        if (append_metric(sc, keys[i], vals[i], st, ep, line)) goto done;
+    rc = 0;
+done:
+    for (int i = 0; i < ni; i++) Py_DECREF(keys[i]), Py_DECREF(vals[i]);
+    Py_XDECREF(step);
+    Py_XDECREF(sfx);
+    Py_XDECREF(epoch);
+    Py_XDECREF(line);
+    return rc;
+}
+
+/* ---- state and the block ---- */
+
+static PyObject **state_slot(scan *sc, int i) {
+    PyObject **slots[4] = {&sc->sticky_step, &sc->sticky_epoch, &sc->step, &sc->epoch};
+    return slots[i];
+}
+
+static int load_state(scan *sc) {
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyObject_GetAttrString(sc->state, STATE_FIELDS[i]);
+        if (!v) return -1;
+        Py_XSETREF(*state_slot(sc, i), v);
+    }
+    PyObject *prefix = PyObject_GetAttrString(sc->state, "coco_prefix");
+    if (!prefix) return -1;
+    Py_XSETREF(sc->coco_prefix, prefix);
+    if (!PyUnicode_Check(prefix)) {
+        PyErr_SetString(PyExc_TypeError, "GenericScanState.coco_prefix must be a str");
+        return -1;
+    }
+    PyObject *fast = PyObject_GetAttrString(sc->state, "fast");
+    if (!fast) return -1;
+    sc->fast = PyObject_IsTrue(fast);
+    Py_DECREF(fast);
+    return sc->fast < 0 ? -1 : 0;
+}
+
+static int store_state(scan *sc) {
+    for (int i = 0; i < 4; i++)
+        if (PyObject_SetAttrString(sc->state, STATE_FIELDS[i], *state_slot(sc, i))) return -1;
+    return 0;
+}
+
+/* The parser's Python `line` for one line, its events appended; then its state read back. */
+static int handoff(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
+    if (store_state(sc)) return -1;
+    PyObject *text = PyUnicode_DecodeUTF8(ls, e - ls, NULL), *r = NULL, *seq = NULL;
+    int rc = -1;
+    if (!text || !(r = PyObject_CallFunction(sc->line_fn, "OnO", text, number, sc->wall))) goto done;
+    if (r != Py_None) {
+        if (!(seq = PySequence_Fast(r, "GenericParser.line must return a list or None"))) goto done;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
+            if (PyList_Append(sc->out, PySequence_Fast_GET_ITEM(seq, i))) goto done;
+    }
+    rc = load_state(sc);
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(r);
+    Py_XDECREF(seq);
+    return rc;
+}
+
+static int scan_lines(scan *sc, const char *ls, const char *end, Py_ssize_t number) {
+    pair prs[MAX_PAIRS];
+    for (; ls < end; number++) {
+        const char *e = memchr(ls, '\n', (size_t)(end - ls));
+        if (!e) break;  /* as feed_lines: a block ends with its last line's newline */
+        size_t n = (size_t)(e - ls);
+        int m = sc->fast ? markers(ls, e) : M_NON_ASCII;
+        coco_line c;
+        if ((m & M_IOU) && m != M_NON_ASCII && find_coco(ls, e, &c)) {  /* "IoU" is the tables' first test */
+            if (emit_coco(sc, &c, number)) return -1;
+        } else if (m) {
+            if (handoff(sc, ls, e, number)) return -1;
+        } else if (memchr(ls, ':', n) || memchr(ls, '=', n)) {
+            int found = find_pairs(ls, e, prs), r = found < 0 ? 1 : 0;
+            if (found > 1 || (found == 1 && skip_ws(ls, e) != prs[0].ks))  /* as GenericParser._leads */
+                for (int k = 0; k < found; k++) prs[k].ss = NULL;
+            if (found > 0 && (r = emit_pairs(sc, prs, found, number)) < 0) return -1;
+            if (r == 1 && handoff(sc, ls, e, number)) return -1;
+        }
+        ls = e + 1;
+    }
+    return 0;
+}
+
+static const char *ENV_FIELDS[7] = {"cache", "held", "resolve", "line", "metric_type", "metric_tail", "to_float"};
+
+static PyObject **env_slot(scan *sc, int i) {
+    PyObject **slots[7] = {&sc->cache, &sc->held, &sc->resolve, &sc->line_fn, &sc->mtype, &sc->mtail, &sc->float_fb};
+    return slots[i];
+}
+
+static void scan_clear(scan *sc) {
+    for (int i = 0; i < 7; i++) Py_CLEAR(*env_slot(sc, i));
+    for (int i = 0; i < 4; i++) Py_CLEAR(*state_slot(sc, i));
+    Py_CLEAR(sc->coco_prefix);
+    Py_CLEAR(sc->out);
+}
+
+/* feed(text, first_line, wall_time, state, env) -> list of events, or NotImplemented for a text
+ * that has no UTF-8 form (lone surrogates). state: the parser's GenericScanState; env: its ScanEnv. */
+static PyObject *feed(PyObject *self, PyObject *args) {
+    PyObject *text, *out = NULL;
+    Py_ssize_t first_line, len;
+    scan sc;
+    memset(&sc, 0, sizeof sc);
+    PyObject *env;
+    if (!PyArg_ParseTuple(args, "UnOOO", &text, &first_line, &sc.wall, &sc.state, &env)) return NULL;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &len);
+    if (!s) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    for (int i = 0; i < 7; i++)
+        if (!(*env_slot(&sc, i) = PyObject_GetAttrString(env, ENV_FIELDS[i]))) goto done;
+    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyTuple_Check(sc.mtail)) {
+        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache and .held must be dicts, .metric_tail a tuple");
+        goto done;
+    }
+    sc.atomic_tail = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sc.mtail); i++) {
+        PyObject *d = PyTuple_GET_ITEM(sc.mtail, i);
+        sc.atomic_tail &= d == Py_None || PyBool_Check(d) || PyLong_CheckExact(d) || PyFloat_CheckExact(d)
+                          || PyUnicode_CheckExact(d);
+    }
+    if (load_state(&sc) || !(sc.out = PyList_New(0))) goto done;
+    if (!scan_lines(&sc, s, s + len, first_line) && !store_state(&sc)) out = Py_NewRef(sc.out);
+done:
+    scan_clear(&sc);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"feed", feed, METH_VARARGS, "GenericParser's line loop over a block (see generic.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_generic_scan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__generic_scan(void) {
+    if (!(S_val = PyUnicode_InternFromString("val"))) return NULL;
+    return PyModule_Create(&moduledef);
+}
