@@ -28,6 +28,7 @@ from typing import ClassVar
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
+from .bars import BarMetrics, may_be_bar
 from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
 from .tables import TABLE_MARKERS, EvalTables
@@ -65,8 +66,11 @@ class GenericParser(LineParser):
         self._tables = EvalTables()
         self._step: int | None = None  # the last step and epoch a record gave: an evaluation table's position
         self._epoch: float | None = None
+        self._bars = BarMetrics(self._names)  # progress-bar postfixes (bars.py)
 
     def parse_line(self, text, number, wall_time):
+        if may_be_bar(text) and (bar := self._bars.read(text, number, wall_time)) is not None:
+            return bar
         table = self._tables.read(text, number, wall_time, self._step, self._epoch)
         if table is not None:
             return table
