@@ -5,7 +5,9 @@
     (as glog does): its own run time under trainvisor vs under `| cat`, and the
     delay from each line's write to its metric record reaching a sink (p50/p99).
 (b) the child writes 5M lines as fast as it can in 64 KiB writes: lines/s
-    through `trainvisor run` (parsing and JSONL on) vs through `cat`.
+    through `trainvisor run` (parsing and JSONL on) vs through `cat`; then a
+    ``\r`` storm: the same bytes with ``\r`` instead of ``\n`` (one physical line of
+    5M states, as tqdm over a whole epoch writes it), its time against (b)'s (target <= 2x).
 
     python bench/passthrough.py [--lines-a 1000000] [--rate 100000] [--lines-b 5000000]
 """
@@ -136,6 +138,22 @@ def main() -> None:
         t_tv = time.perf_counter() - t0
         print(f"(b) {n_b} lines in 64 KiB writes: through cat {n_b / t_cat / 1e3:.0f}k lines/s, "
               f"through trainvisor (parsing + JSONL) {n_b / t_tv / 1e3:.0f}k lines/s   (target >= 700k lines/s)")
+        t_storm = carriage_return_storm(py, child, log_b, tmp, elapsed_file)
+        print(f"    \\r storm (the same bytes, \\r for \\n): {n_b / t_storm / 1e3:.0f}k states/s, "
+              f"{t_storm:.2f} s against {t_tv:.2f} s: {t_storm / t_tv:.2f}x   (target <= 2x)")
+
+
+def carriage_return_storm(py: str, child: str, log_path, tmp: str, elapsed_file: str) -> float:
+    """Seconds `trainvisor run --parser caffe` takes for the log with every newline a carriage return."""
+    storm = os.path.join(tmp, "storm.log")
+    with open(log_path, "rb") as src, open(storm, "wb") as dst:
+        dst.write(src.read().replace(b"\n", b"\r"))
+    argv = [py, child, storm, "chunks", "0", "-", elapsed_file]
+    t0 = time.perf_counter()
+    subprocess.run([py, "-m", "trainvisor", "run", "--parser", "caffe", "--year", "2026",
+                    "--run-dir", os.path.join(tmp, "run-storm"), "--", *argv],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -66,14 +66,14 @@ class LineBlock(NamedTuple):
 class LineSplitter:
     """Incremental splitter for one stream. Not thread-safe: one per stream, one thread."""
 
-    def __init__(self, stream: str, *, max_line: int = DEFAULT_MAX_LINE) -> None:
+    def __init__(self, stream: str, *, max_line: int = DEFAULT_MAX_LINE, state_budget: int = OPEN_STATE_BUDGET) -> None:
         if max_line < 1:
             raise ValueError("max_line must be at least 1")
         self.stream = stream
         self.max_line = max_line
         self.lines = 0  # lines emitted so far
         self._pending = bytearray()  # the open line's bytes after its last \r (not rendered yet)
-        self._open = OpenLine(OPEN_STATE_BUDGET)  # the open line's row and states
+        self._open = OpenLine(state_budget)  # the open line's row and states
         self._cut = False  # the current line was already cut: drop until newline
         self._skipping = False  # part of the current line was never seen (a gap)
         self._touched = False  # the open line has bytes
