@@ -68,3 +68,8 @@ def test_keras3_bar_states_and_the_epoch_end_line():
         ("accuracy", 0.4375, 4, "train", None, 3, False), ("loss", 1.3012, 4, "train", None, 3, False),
         ("accuracy", 0.5, 4, "val", None, 3, False), ("loss", 1.2001, 4, "val", None, 3, False),
     ]
+
+
+def test_a_tqdm_bar_without_a_rate_still_gives_its_postfix():
+    # tests/test_pty.py's child: a bar_format that shows no rate
+    assert read_bar("Epoch 1: 33%|###| 1/3 [00:00<00:00, loss=0.8]") == BarState("Epoch 1", 1, 3, (("loss", 0.8),), None, 1)

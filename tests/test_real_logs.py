@@ -195,6 +195,10 @@ def test_trl_string_values_and_tqdm_carriage_returns():
     # rule kept only the last bar and lost them).
     assert len(loss) == 167
     assert [(m.line, m.value, m.epoch) for m in loss if m.line in (91, 424)] == [(91, 0.7535, 0.8591), (424, 0.6584, 1.825)]
+    # the bar is shorter than the dict: its redraws leave the dict's tail on the row; that
+    # tail ('entropy': ..., 'epoch': ...}) is no dict of its own: one value per dict, no more
+    assert {n: len(series(ev, n)) for n in ("entropy", "num_tokens", "mean_token_accuracy", "grad_norm")} == dict.fromkeys(
+        ("entropy", "num_tokens", "mean_token_accuracy", "grad_norm"), 167)
     val = series(ev, "loss", "val")
     assert [v.value for v in val] == [0.7417, 0.715, 0.7206]
 

@@ -74,6 +74,14 @@ def test_a_dict_before_a_bar_on_the_same_line_reaches_the_parser():
     assert [(m.name, m.value, m.epoch, m.line) for m in events] == [("loss", 0.7535, 0.8591, 1)]
 
 
+def test_the_tail_a_shorter_bar_leaves_of_a_dict_is_not_read_as_the_dict_again():
+    data = (b"{'loss': '0.7535', 'grad_norm': '0.1377', 'entropy': '0.8505', 'epoch': '0.8591'}"
+            b"\r 29%|#  | 480/1677 [13:29<33:19]\r 29%|#  | 481/1677 [13:30<33:12]\n")
+    assert states(data)[1] == (1, " 29%|#  | 480/1677 [13:29<33:19]'0.1377', 'entropy': '0.8505', 'epoch': '0.8591'}")
+    events = feed_pieces(create_parser("huggingface"), [data])
+    assert [(m.name, m.value) for m in events] == [("loss", 0.7535), ("grad_norm", 0.1377), ("entropy", 0.8505)]
+
+
 def test_ansi_escapes_are_removed_in_every_state():
     assert states(b"\x1b[32mval\x1b[0m acc=0.5\r\x1b[32mval\x1b[0m acc=0.75\n") == [
         (1, "val acc=0.5"), (1, "val acc=0.75")]

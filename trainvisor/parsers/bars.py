@@ -90,12 +90,14 @@ def _tqdm_state(m: re.Match) -> BarState:
         desc, n, total, inner = m.group("desc"), m.group("n"), m.group("total"), m.group("inner")
     else:
         desc, n, total, inner = m.group("desc2"), m.group("n2"), m.group("total2"), m.group("inner2")
-    parts = [p.strip() for p in inner.split(",")]
-    rate = _rate(parts[1]) if len(parts) > 1 else None
+    rate = None
     pairs = []
-    for part in parts[2:]:
+    for part in inner.split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
+        part = part.strip()
         pm = _TQDM_PAIR_RE.match(part)
-        if pm is not None and pm.group(1) not in _BOOKKEEPING:
+        if pm is None:
+            rate = _rate(part) if rate is None else rate
+        elif pm.group(1) not in _BOOKKEEPING:
             v = to_float(pm.group(2))
             if v is not None:
                 pairs.append((pm.group(1), v))
