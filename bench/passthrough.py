@@ -24,6 +24,7 @@ import time
 from _common import ROOT, dense_caffe_log
 
 from trainvisor import Supervisor
+from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 
 CHILD = r'''
@@ -141,6 +142,30 @@ def main() -> None:
         t_storm = carriage_return_storm(py, child, log_b, tmp, elapsed_file)
         print(f"    \\r storm (the same bytes, \\r for \\n): {n_b / t_storm / 1e3:.0f}k states/s, "
               f"{t_storm:.2f} s against {t_tv:.2f} s: {t_storm / t_tv:.2f}x   (target <= 2x)")
+        cpu_lines, cpu_storm = split_and_parse_cpu(log_a)
+        print(f"    split + parse in process, CPU (best of 3, {a.lines_a} lines): lines {cpu_lines:.2f} s, "
+              f"\\r storm {cpu_storm:.2f} s: {cpu_storm / cpu_lines:.2f}x   (target <= 2x)")
+
+
+def split_and_parse_cpu(log_path) -> tuple[float, float]:
+    """CPU seconds of the splitter and the Caffe parser alone (no process, no sink), for the log
+    and for it with \\r for \\n: the pipeline's own cost, apart from pipes and JSONL."""
+    data = open(log_path, "rb").read()
+
+    def run(d: bytes) -> float:
+        splitter, parser = LineSplitter("stdout"), create_parser("caffe", ParserOptions(year=2026))
+        t0 = time.process_time()
+        for i in range(0, len(d), 65536):
+            block = splitter.feed(d[i:i + 65536], 0.0, 0.0)
+            if block is not None:
+                parser.feed(block)
+        block = splitter.finish(0.0, 0.0)
+        if block is not None:
+            parser.feed(block)
+        return time.process_time() - t0
+
+    storm = data.replace(b"\n", b"\r")
+    return min(run(data) for _ in range(3)), min(run(storm) for _ in range(3))
 
 
 def carriage_return_storm(py: str, child: str, log_path, tmp: str, elapsed_file: str) -> float:

@@ -160,3 +160,20 @@ def test_caffe_reads_every_state_in_c_and_in_python(monkeypatch):
     got = [(m.name, m.iteration, m.value, m.line) for m in c_events if type(m) is Metric]
     assert got == [("total_loss", 10, 0.1, 1), ("total_loss", 20, 0.2, 1), ("total_loss", 30, 0.3, 1), ("total_loss", 40, 0.4, 2)]
     assert [(m.name, m.iteration, m.value, m.line) for m in py_events if type(m) is Metric] == got
+
+
+def test_auto_chooses_and_parses_the_same_when_an_open_bar_passes_the_budget_while_it_holds_lines():
+    # a tqdm bar of 2000 redraws (about 120k characters of states, past the 64 Ki budget) with no
+    # newline, while `auto` still holds lines: its early states must not make the choice depend on chunking
+    head = b"".join(b"warmup %d\n" % i for i in range(20))
+    bar = b"".join(b"\rEpoch 0: %3d%%|#   | %d/9000 [00:01<00:02, 9.0it/s, loss=%d.5]" % (i * 100 // 9000, i, i % 7)
+                   for i in range(1, 2001))
+    data = head + bar + b"\n" + b"".join(b"x=%d\n" % i for i in range(10))
+    runs = {}
+    for size in (0, 1, 7, 4096):
+        parser = create_parser("auto", ParserOptions())
+        pieces = [data[i:i + size] for i in range(0, len(data), size)] if size else [data]
+        runs[size] = (parser, [e._replace(wall_time=0.0) for e in feed_pieces(parser, pieces)])
+    whole = runs[0][1]
+    assert runs[0][0].chosen == "lightning" and len(whole) == 2000 and {m.line for m in whole} == {21}
+    assert all(events == whole and parser.chosen == "lightning" for parser, events in runs.values())

@@ -74,21 +74,26 @@ class OpenLine:
         each is written from column 0 and the row is captured after it."""
         if "\x1b" in text:
             text = _ANSI_RE.sub("", text)
-        screen, last, states, size = self.screen, self.last, self.states, self.size
+        screen, last, states, size, budget = self.screen, self.last, self.states, self.size, self.budget
         plain = "\b" not in text
+        width = len(screen)
+        append = states.append
         for seg in text.split("\r"):
             if plain:
                 n = len(seg)
-                if n < len(screen):
+                if n < width:
                     seg += screen[n:]
+                else:
+                    width = n
                 screen = seg
             else:
                 screen = overwrite(screen, seg)
+                width = len(screen)
             if screen != last and screen:
-                states.append(screen)
+                append(screen)
                 last = screen
-                size += len(screen)
-                if size > self.budget:
+                size += width
+                if size > budget:
                     size = self._hand_out(states)
         self.screen, self.last, self.size = screen, last, size
 

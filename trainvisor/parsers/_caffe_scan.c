@@ -272,9 +272,9 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
     if (scan_load(&sc, env, state)) goto done;
     /* a \r starts another state of the same line (a rewritten line, see lines.py) */
     const int has_cr = memchr(ln, '\r', (size_t)len) != NULL;
+    const char *eol = NULL; /* the end of the physical line ln is in: found once for all its states */
     for (Py_ssize_t line_no = first_line; ln < end;) {
-        const char *eol = memchr(ln, '\n', (size_t)(end - ln));
-        if (!eol) eol = end;
+        if (eol < ln && !(eol = memchr(ln, '\n', (size_t)(end - ln)))) eol = end;
         const char *cr = has_cr ? memchr(ln, '\r', (size_t)(eol - ln)) : NULL;
         const char *stop = cr ? cr : eol;
         glog_line g;
