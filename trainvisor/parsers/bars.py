@@ -57,8 +57,9 @@ class BarState(NamedTuple):
 
 
 def may_be_bar(text: str) -> bool:
-    """A cheap test a line parser runs first: False for nearly every line that is no bar."""
-    return "%|" in text or "/s" in text or "/it" in text or "/step" in text or "] - " in text
+    """A cheap test a line parser runs first: False for nearly every line that is no bar
+    (every form shows ``n/total`` or a rate, so a line without ``/`` costs one test)."""
+    return "/" in text and ("%|" in text or "/s" in text or "/it" in text or "/step" in text or "] - " in text)
 
 
 def read_bar(text: str) -> Optional[BarState]:
