@@ -177,3 +177,13 @@ def test_auto_chooses_and_parses_the_same_when_an_open_bar_passes_the_budget_whi
     whole = runs[0][1]
     assert runs[0][0].chosen == "lightning" and len(whole) == 2000 and {m.line for m in whole} == {21}
     assert all(events == whole and parser.chosen == "lightning" for parser, events in runs.values())
+
+
+def test_short_rewrites_of_a_very_long_row_keep_a_bounded_stale_tail():
+    # 2000 one-character rewrites of a 100k-character row: each state is what the rewrite
+    # wrote plus at most 256 columns of the old row, not the whole row again
+    data = b"x" * 100_000 + b"".join(b"\r%d" % (i % 2) for i in range(2000)) + b"\n"
+    seen = states(data, 4096)
+    assert seen[0] == (1, "x" * 100_000)
+    assert seen[1:3] == [(1, "0" + "x" * 256), (1, "1" + "x" * 256)] and len(seen) == 2001
+    assert seen == states(data)

@@ -7,7 +7,8 @@ state a reader could have seen -- the row at each ``\\r`` and at the line end --
 is a *state*; consecutive equal states count once. `OpenLine` keeps what the row
 shows and the states not yet handed to the parsers, bounded in size: once they
 exceed `budget` characters, all but the newest are handed out early (the rule
-depends only on the states, never on how the bytes were chunked).
+depends only on the states, never on how the bytes were chunked). A state keeps
+at most `STALE_TAIL` columns of an older row beyond what its own rewrite reached.
 
 Columns are characters of the decoded text; ANSI escape sequences take none
 (they are removed before rendering, segment by segment).
@@ -53,6 +54,12 @@ def overwrite(screen: str, segment: str) -> str:
     return "".join(cells)
 
 
+# Columns of an older, longer row that a state keeps after what its rewrite wrote: they were
+# offered with the state that wrote them; past this they are left out, so that many short
+# rewrites of a very long row cost memory in proportion to what the child wrote.
+STALE_TAIL = 256
+
+
 class OpenLine:
     """The rendered row of one physical line, and its states not yet handed out."""
 
@@ -79,20 +86,14 @@ class OpenLine:
         width = len(screen)
         append = states.append
         for seg in text.split("\r"):
-            if plain:
-                n = len(seg)
-                if n < width:
-                    seg += screen[n:]
-                else:
-                    width = n
-                screen = seg
-            else:
-                screen = overwrite(screen, seg)
-                width = len(screen)
-            if screen != last and screen:
-                append(screen)
-                last = screen
-                size += width
+            n = len(seg)  # the columns this rewrite reaches (at most, with \b)
+            screen = (seg + screen[n:] if n < width else seg) if plain else overwrite(screen, seg)
+            width = len(screen)
+            state = screen if width - n <= STALE_TAIL else screen[: n + STALE_TAIL]
+            if state != last and state:
+                append(state)
+                last = state
+                size += len(state)
                 if size > budget:
                     size = self._hand_out(states)
         self.screen, self.last, self.size = screen, last, size
