@@ -121,7 +121,7 @@ def test_a_long_open_line_of_states_is_cut_like_any_long_line():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    data=st.lists(st.sampled_from([b"a", b"bcd", b"\n", b"\r", b"\r\n", b"\b", b"\xe2\x96\x88", b"\x1b[1m", b"xyz" * 7]),
+    data=st.lists(st.sampled_from([b"a", b"bcd", b"\n", b"\r", b"\r\n", b"\b", b"\xe2\x96\x88", b"\x1b[1m", b"xyz" * 7, b"w" * 300]),
                   max_size=80).map(b"".join),
     size=st.integers(min_value=1, max_value=40),
     max_line=st.sampled_from([4, 16, 1 << 20]),
@@ -187,3 +187,10 @@ def test_short_rewrites_of_a_very_long_row_keep_a_bounded_stale_tail():
     assert seen[0] == (1, "x" * 100_000)
     assert seen[1:3] == [(1, "0" + "x" * 256), (1, "1" + "x" * 256)] and len(seen) == 2001
     assert seen == states(data)
+
+
+def test_a_rewrite_that_changes_nothing_gives_no_state_even_on_a_row_past_the_stale_tail():
+    # tests/test_parsers_tables.py's yolox-eval.log: CRLF lines over 256 columns, fed byte by byte
+    row = b"epoch: 1/2, " + b"x" * 300
+    for size in (1, 0):
+        assert states(row + b"\r\n" + row + b"\r\r\b\r\n", size) == [(1, row.decode()), (2, row.decode())]

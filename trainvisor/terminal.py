@@ -87,8 +87,11 @@ class OpenLine:
         append = states.append
         for seg in text.split("\r"):
             n = len(seg)  # the columns this rewrite reaches (at most, with \b)
-            screen = (seg + screen[n:] if n < width else seg) if plain else overwrite(screen, seg)
-            width = len(screen)
+            row = (seg + screen[n:] if n < width else seg) if plain else overwrite(screen, seg)
+            if row == screen:
+                continue  # nothing a reader sees changed: no new state
+            screen = row
+            width = len(row)
             state = screen if width - n <= STALE_TAIL else screen[: n + STALE_TAIL]
             if state != last and state:
                 append(state)
