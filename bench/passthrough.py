@@ -10,6 +10,9 @@
     of the parser pass through unparsed, so when the parser falls behind, lines/s
     counts lines that were only passed through (the 5M-line log is ~500 MB).
     `--lines-b 1000000` (~100 MB) parses every line.
+    Then a ``\r`` storm: the same bytes with ``\r`` instead of ``\n`` (one physical line of
+    5M states, as tqdm over a whole epoch writes it), its time against (b)'s (target <= 2x),
+    and the splitter + parser CPU of both in process.
 
     python bench/passthrough.py [--lines-a 1000000] [--rate 100000] [--lines-b 5000000]
                                 [--rounds 1] [--compare OTHER_CHECKOUT ...]
@@ -33,6 +36,7 @@ import time
 from _common import ROOT, dense_caffe_log
 
 from trainvisor import Supervisor
+from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 
 CHILD = r'''
@@ -145,8 +149,9 @@ def run_through(checkout: str, argv: list[str], tmp: str) -> tuple[float, float]
     return seconds, parsed_lines(os.path.join(run_dir, "run"))
 
 
-def flat_out_section(a, py: str, child: str, tmp: str) -> None:
-    """(b): the child as fast as it can, through cat and through each checkout, alternating."""
+def flat_out_section(a, py: str, child: str, tmp: str) -> float:
+    """(b): the child as fast as it can, through cat and through each checkout, alternating; returns
+    this checkout's median seconds."""
     log_b = dense_caffe_log(a.lines_b)
     n_b = sum(1 for _ in open(log_b, "rb"))
     argv = [py, child, str(log_b), "chunks", "0", "-", os.path.join(tmp, "elapsed")]
@@ -169,6 +174,7 @@ def flat_out_section(a, py: str, child: str, tmp: str) -> None:
               f"{parsed:.0f} lines parsed ({parsed / seconds / 1e3:.0f}k parsed lines/s)   (target >= 700k lines/s)")
         if a.rounds > 1:
             print(f"      each round: {rates}")
+    return statistics.median(t for t, _ in runs[str(ROOT)])
 
 
 def main() -> None:
@@ -184,7 +190,54 @@ def main() -> None:
         with open(child, "w") as f:
             f.write(CHILD)
         paced_section(a, sys.executable, child, tmp)
-        flat_out_section(a, sys.executable, child, tmp)
+        t_b = flat_out_section(a, sys.executable, child, tmp)
+        storm_section(a, sys.executable, child, tmp, t_b)
+
+
+def storm_section(a, py: str, child: str, tmp: str, t_b: float) -> None:
+    """(b)'s bytes with every newline a carriage return, through this checkout."""
+    log_b = dense_caffe_log(a.lines_b)
+    n_b = sum(1 for _ in open(log_b, "rb"))
+    t_storm = carriage_return_storm(py, child, log_b, tmp, os.path.join(tmp, "elapsed"))
+    print(f"    \\r storm (the same bytes, \\r for \\n): {n_b / t_storm / 1e3:.0f}k states/s, "
+          f"{t_storm:.2f} s against {t_b:.2f} s: {t_storm / t_b:.2f}x   (target <= 2x)")
+    cpu_lines, cpu_storm = split_and_parse_cpu(dense_caffe_log(a.lines_a))
+    print(f"    split + parse in process, CPU (best of 3, {a.lines_a} lines): lines {cpu_lines:.2f} s, "
+          f"\\r storm {cpu_storm:.2f} s: {cpu_storm / cpu_lines:.2f}x   (target <= 2x)")
+
+
+def split_and_parse_cpu(log_path) -> tuple[float, float]:
+    """CPU seconds of the splitter and the Caffe parser alone (no process, no sink), for the log
+    and for it with \\r for \\n: the pipeline's own cost, apart from pipes and JSONL."""
+    data = open(log_path, "rb").read()
+
+    def run(d: bytes) -> float:
+        splitter, parser = LineSplitter("stdout"), create_parser("caffe", ParserOptions(year=2026))
+        t0 = time.process_time()
+        for i in range(0, len(d), 65536):
+            block = splitter.feed(d[i:i + 65536], 0.0, 0.0)
+            if block is not None:
+                parser.feed(block)
+        block = splitter.finish(0.0, 0.0)
+        if block is not None:
+            parser.feed(block)
+        return time.process_time() - t0
+
+    storm = data.replace(b"\n", b"\r")
+    return min(run(data) for _ in range(3)), min(run(storm) for _ in range(3))
+
+
+def carriage_return_storm(py: str, child: str, log_path, tmp: str, elapsed_file: str) -> float:
+    """Seconds `trainvisor run --parser caffe` takes for the log with every newline a carriage return."""
+    storm = os.path.join(tmp, "storm.log")
+    with open(log_path, "rb") as src, open(storm, "wb") as dst:
+        dst.write(src.read().replace(b"\n", b"\r"))
+    argv = [py, child, storm, "chunks", "0", "-", elapsed_file]
+    t0 = time.perf_counter()
+    subprocess.run([py, "-m", "trainvisor", "run", "--parser", "caffe", "--year", "2026",
+                    "--run-dir", os.path.join(tmp, "run-storm"), "--", *argv],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

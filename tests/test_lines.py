@@ -27,13 +27,18 @@ def test_line_endings_lf_crlf_and_unterminated_last_line():
     assert split_all(b"a\nb\r\nc", []) == [(1, "a", False), (2, "b", False), (3, "c", False)]
 
 
-def test_carriage_return_progress_bar_yields_its_final_state():
+def test_carriage_return_progress_bar_hooks_see_its_final_state_and_every_state():
+    # The terminal line model: a hook's text is still the final state (what split_all
+    # reads), and the states a reader saw before it are there too (the parsers read each).
     data = b"epoch 1\n 1/3 [=>  ] loss: 0.9\r 2/3 [==> ] loss: 0.5\r 3/3 [===] loss: 0.2 - val_loss: 0.3\ndone\n"
     assert split_all(data, []) == [
         (1, "epoch 1", False),
         (2, " 3/3 [===] loss: 0.2 - val_loss: 0.3", False),
         (3, "done", False),
     ]
+    (block,) = [LineSplitter("s").feed(data, 0.0, 0.0)]
+    assert [r.states for r in block.records()][1] == (
+        " 1/3 [=>  ] loss: 0.9", " 2/3 [==> ] loss: 0.5", " 3/3 [===] loss: 0.2 - val_loss: 0.3")
 
 
 def test_crlf_split_across_chunks_is_one_line_ending():

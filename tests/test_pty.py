@@ -39,7 +39,10 @@ def test_the_child_sees_a_terminal_and_its_bytes_pass_through_unchanged(tmp_path
     assert proc.stdout == f"tty True True 200 50\n{bars}\nstep 3 loss: 0.25\n".encode()
     assert proc.stderr == b""
     records = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["name"], r["value"], r["line"]) for r in records] == [("loss", 0.6, 2), ("loss", 0.25, 3)]
+    # every state of the \r-redrawn bar reaches the parser (the terminal line model), each
+    # postfix value once, running until the bar's count reaches its total
+    assert [(r["name"], r["value"], r["line"], r.get("running", False)) for r in records] == [
+        ("loss", 0.8, 2, True), ("loss", 0.7, 2, True), ("loss", 0.6, 2, False), ("loss", 0.25, 3, False)]
 
 
 def _pty_of_size(rows: int, cols: int) -> tuple[int, int]:

@@ -189,9 +189,16 @@ def test_trl_string_values_and_tqdm_carriage_returns():
     loss = series(ev, "loss")
     assert (loss[0].value, loss[0].epoch) == (3.412, 0.0179)
     assert series(ev, "num_tokens")[1].value == 3.629e04
-    # 167 loss dicts are in the bytes; 3 of them are overwritten on their line by a
-    # "\r" tqdm bar (the terminal never shows them), so the splitter's final-state rule drops them.
-    assert len(loss) == 164
+    # 167 loss dicts are in the bytes; 3 of them start a physical line that a "\r" tqdm bar
+    # then redraws (line 91: {'loss': '0.7535', ... 'epoch': '0.8591'}\r 29%|...): a reader saw
+    # them before the bar came, so the terminal line model offers them (the old final-state
+    # rule kept only the last bar and lost them).
+    assert len(loss) == 167
+    assert [(m.line, m.value, m.epoch) for m in loss if m.line in (91, 424)] == [(91, 0.7535, 0.8591), (424, 0.6584, 1.825)]
+    # the bar is shorter than the dict: its redraws leave the dict's tail on the row; that
+    # tail ('entropy': ..., 'epoch': ...}) is no dict of its own: one value per dict, no more
+    assert {n: len(series(ev, n)) for n in ("entropy", "num_tokens", "mean_token_accuracy", "grad_norm")} == dict.fromkeys(
+        ("entropy", "num_tokens", "mean_token_accuracy", "grad_norm"), 167)
     val = series(ev, "loss", "val")
     assert [v.value for v in val] == [0.7417, 0.715, 0.7206]
 

@@ -39,7 +39,11 @@ class LineRecord(NamedTuple):
     """One line of the child's output, as a line hook sees it.
 
     `text` is decoded (UTF-8, invalid bytes replaced), without its line ending and
-    without ANSI escape sequences; a `\\r`-rewritten line holds its final state.
+    without ANSI escape sequences; a line rewritten with `\\r` / `\\b` holds its final
+    state, the row a terminal shows last. `states`: for a rewritten line, the states a
+    reader could have seen, in order (the last is `text`; the oldest states of a line
+    longer than the splitter's budget went to the parsers earlier and are not repeated
+    here); empty for a line never rewritten.
     `number` is 1-based per stream, counted like `wc -l`, so it points into a
     saved log. `time` is `time.monotonic()` when the bytes were read.
     """
@@ -49,6 +53,7 @@ class LineRecord(NamedTuple):
     number: int
     time: float
     truncated: bool = False
+    states: tuple = ()
 
 
 class Metric(NamedTuple):

@@ -3,59 +3,42 @@
 The supervisor reads 64 KiB chunks; parsing line by line in Python would cost a
 function call per line, so the splitter hands parsers a `LineBlock`: many complete
 lines as one decoded string. Rules (the same whatever the chunking, so a live run
-and a replay of its bytes give the same lines):
+and a replay of its bytes give the same lines and the parsers the same states):
 
-- a line ends at ``\\n`` or ``\\r\\n``; a bare ``\\r`` starts a new segment of the same
-  line (progress bars): the line's text is its last non-empty segment, i.e. the
-  state a terminal shows last;
+- a line ends at ``\\n`` or ``\\r\\n``; line numbers count physical lines;
+- a line the child rewrote (bare ``\\r``, ``\\b``: progress bars) is rendered the way a
+  terminal shows it (`trainvisor.terminal`): its text in the block is every state a
+  reader could have seen, in order, separated by ``\\r`` (a line never rewritten is
+  unchanged); parsers read each state (`LineParser.feed_lines`), line hooks the last;
+- a line still open whose states exceed `OPEN_STATE_BUDGET` characters (tqdm over a
+  whole epoch writes no ``\\n``) hands its older states out early: the block then ends
+  with that line's states (`LineBlock.open_line`), not counted until the line ends;
 - a segment longer than `max_line` bytes is cut there, the rest of that line is
   dropped, and the line is flagged truncated: memory stays bounded whatever the
   child writes;
-- text is decoded as UTF-8 with replacement; ANSI escape sequences and backspace
-  rewrites are removed. The bytes passed through to the terminal are untouched.
+- text is decoded as UTF-8 with replacement; ANSI escape sequences are removed.
+  The bytes passed through to the terminal are untouched.
 """
 from __future__ import annotations
 
-import re
 from typing import Iterator, NamedTuple
 
 from .events import LineRecord
+from .terminal import OpenLine, clean_text
 
-__all__ = ["LineBlock", "LineSplitter", "DEFAULT_MAX_LINE", "clean_text"]
+__all__ = ["LineBlock", "LineSplitter", "DEFAULT_MAX_LINE", "OPEN_STATE_BUDGET", "clean_text"]
 
 DEFAULT_MAX_LINE = 1 << 20
-
-# CSI sequences (colours, cursor moves), OSC sequences (titles, links) and
-# two-byte escapes.
-_ANSI_RE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[@-Z\\-_]"
-)
-
-
-def clean_text(text: str) -> str:
-    """Strip ANSI escapes and apply backspaces (Keras 1 progress bars use ``\\b``)."""
-    if "\x1b" in text:
-        text = _ANSI_RE.sub("", text)
-    if "\b" in text:
-        text = _apply_backspaces(text)
-    return text
-
-
-def _apply_backspaces(text: str) -> str:
-    """Each backspace erases the character before it (never a newline); linear time."""
-    parts = text.split("\b")
-    buf = list(parts[0])
-    for part in parts[1:]:
-        if buf and buf[-1] != "\n":
-            buf.pop()
-        buf.extend(part)
-    return "".join(buf)
+OPEN_STATE_BUDGET = 1 << 16  # characters of an open line's states held before older ones are handed out
 
 
 class LineBlock(NamedTuple):
-    """Complete lines of one stream, each ending with ``\\n``, numbered from `first_line`."""
+    """Lines of one stream, each ending with ``\\n``, numbered from `first_line`.
+
+    `count` lines are complete. When `open_line` is True one more text line follows
+    them: early states of line ``first_line + count``, still open (it is counted, and
+    its last states come, in a later block with that `first_line`).
+    """
 
     text: str
     stream: str
@@ -64,48 +47,39 @@ class LineBlock(NamedTuple):
     time: float
     wall_time: float
     truncated: tuple = ()
+    open_line: bool = False
 
     def records(self) -> Iterator[LineRecord]:
-        """One `LineRecord` per line, for line hooks (built only when a hook wants them)."""
-        lines = self.text.split("\n")
-        lines.pop()
+        """One `LineRecord` per complete line, for line hooks (built only when a hook wants them)."""
+        lines = self.text.split("\n", self.count)
         number = self.first_line
         stream, t, cut = self.stream, self.time, self.truncated
-        for text in lines:
-            yield LineRecord(text, stream, number, t, number in cut if cut else False)
+        for text in lines[: self.count]:
+            if "\r" in text:
+                states = tuple(text.split("\r"))
+                yield LineRecord(states[-1], stream, number, t, number in cut, states)
+            else:
+                yield LineRecord(text, stream, number, t, number in cut if cut else False)
             number += 1
-
-
-def _render_line(line: bytes, max_line: int) -> tuple[bytes, bool]:
-    """Final state of one line (no ``\\n``) that holds ``\\r`` or is longer than max_line."""
-    if b"\r" in line:
-        last = b""
-        for seg in line.split(b"\r"):
-            if len(seg) > max_line:
-                return seg[:max_line], True
-            if seg:
-                last = seg
-        return last, False
-    if len(line) > max_line:
-        return line[:max_line], True
-    return line, False
 
 
 class LineSplitter:
     """Incremental splitter for one stream. Not thread-safe: one per stream, one thread."""
 
-    def __init__(self, stream: str, *, max_line: int = DEFAULT_MAX_LINE) -> None:
+    def __init__(self, stream: str, *, max_line: int = DEFAULT_MAX_LINE, state_budget: int = OPEN_STATE_BUDGET) -> None:
         if max_line < 1:
             raise ValueError("max_line must be at least 1")
         self.stream = stream
         self.max_line = max_line
         self.lines = 0  # lines emitted so far
-        self._pending = bytearray()  # current (incomplete) line's bytes, compacted
+        self._pending = bytearray()  # the open line's bytes after its last \r (not rendered yet)
+        self._open = OpenLine(state_budget)  # the open line's row and states
         self._cut = False  # the current line was already cut: drop until newline
         self._skipping = False  # part of the current line was never seen (a gap)
+        self._touched = False  # the open line has bytes
 
     def feed(self, chunk: bytes, time: float, wall_time: float) -> LineBlock | None:
-        """Add bytes; return the lines they complete, or None."""
+        """Add bytes; return the lines they complete (and early states of the open line), or None."""
         if self._skipping:
             first = chunk.find(b"\n")
             if first < 0:
@@ -115,19 +89,25 @@ class LineSplitter:
             chunk = chunk[first + 1 :]
         nl = chunk.rfind(b"\n")
         if nl < 0:
-            self._add_partial(chunk)
-            return None
-        head = chunk[: nl + 1]
-        rest = chunk[nl + 1 :]
-        block = self._complete(head, time, wall_time)
-        self._add_partial(rest)
-        return block
+            self._add_open(chunk)
+            early = self._open.take_handed()
+            if not early:
+                return None
+            return LineBlock(early + "\n", self.stream, self.lines + 1, 0, time, wall_time, (), True)
+        first_no = self.lines + 1
+        text, count, truncated = self._complete(chunk[: nl + 1])
+        self._add_open(chunk[nl + 1 :])
+        early = self._open.take_handed()
+        if early:
+            text += early + "\n"
+        return LineBlock(text, self.stream, first_no, count, time, wall_time, truncated, bool(early))
 
     def skip(self, newlines: int, ends_with_newline: bool) -> None:
         """Bytes that will never be fed (the supervisor dropped them from parsing
         because the pipeline fell behind). Lines they touch are counted, not emitted."""
         self._pending = bytearray()
-        self._cut = False
+        self._open.reset()
+        self._cut = self._touched = False
         self.lines += newlines
         # Unless the gap ended a line, the line it ends in was partly never seen.
         self._skipping = newlines == 0 or not ends_with_newline
@@ -138,80 +118,113 @@ class LineSplitter:
             self._skipping = False
             self.lines += 1
             return None
-        if not self._pending and not self._cut:
+        if not self._touched:
             return None
-        return self._complete(b"\n", time, wall_time)
+        first_no = self.lines + 1
+        text, count, truncated = self._complete(b"\n")
+        return LineBlock(text, self.stream, first_no, count, time, wall_time, truncated)
 
     # -- internals ---------------------------------------------------------
 
-    def _add_partial(self, data: bytes) -> None:
+    def _add_open(self, data: bytes) -> None:
+        """Bytes of the open line: its complete segments are rendered now, the open one waits."""
         if not data or self._cut:
             return
+        self._touched = True
         pending = self._pending
         pending += data
-        if len(pending) > self.max_line:
-            self._compact()
+        if b"\r" in data:
+            cr = pending.rfind(b"\r")
+            segments = self._segments_fitting(pending[:cr])
+            if segments is not None:
+                self._open.write(segments.decode("utf-8", "replace"))
+                del pending[: cr + 1]
+        if not self._cut and len(pending) > self.max_line:
+            self._cut_open(pending)
 
-    def _compact(self) -> None:
-        """Keep only what can still become the line's final state."""
-        pending = self._pending
-        if b"\r" in pending:
-            # Keep the last non-empty complete segment and the open one.
-            segs = bytes(pending).split(b"\r")
-            open_seg = segs.pop()
-            for seg in segs:
-                if len(seg) > self.max_line:
-                    self._cut_at(seg)
-                    return
-            last = next((s for s in reversed(segs) if s), b"")
-            if len(open_seg) > self.max_line:
-                self._cut_at(open_seg)
-                return
-            self._pending = bytearray(last + b"\r" + open_seg)
-        elif len(pending) > self.max_line:
-            self._cut_at(pending)
+    def _segments_fitting(self, data: bytearray | bytes) -> bytes | None:
+        """`data` (segments, each followed by \\r), or None after cutting at the first too long one."""
+        if len(data) <= self.max_line:
+            return bytes(data)
+        start = 0
+        max_line = self.max_line
+        while True:
+            cr = data.find(b"\r", start)
+            end = len(data) if cr < 0 else cr
+            if end - start > max_line:
+                if start:
+                    self._open.write(bytes(data[: start - 1]).decode("utf-8", "replace"))
+                self._cut_open(data[start:end])
+                return None
+            if cr < 0:
+                return bytes(data)
+            start = cr + 1
 
-    def _cut_at(self, seg: bytes | bytearray) -> None:
-        self._pending = bytearray(seg[: self.max_line])
+    def _cut_open(self, segment: bytes | bytearray) -> None:
+        """The open segment is longer than max_line: it shows cut, the rest of the line is dropped."""
+        self._open.write_uncaptured(bytes(segment[: self.max_line]).decode("utf-8", "replace"))
+        self._pending = bytearray()
         self._cut = True
 
-    def _complete(self, head: bytes, time: float, wall_time: float) -> LineBlock:
-        """`head` ends with ``\\n``; the first line of it continues `_pending`."""
-        truncated: list[int] = []
+    def _close_open(self, rest: bytes) -> tuple[str, bool]:
+        """The open line ends with `rest` (its bytes up to the newline): its text and whether it was cut."""
+        if not self._cut:
+            self._add_open(rest)
+        if not self._cut:
+            tail = self._pending.decode("utf-8", "replace")
+            self._open.write(tail)
+        else:
+            self._open.capture()
+        cut = self._cut
+        self._pending = bytearray()
+        self._cut = self._touched = False
+        return self._open.take(), cut
+
+    def _complete(self, head: bytes) -> tuple[str, int, tuple]:
+        """`head` ends with ``\\n``; its first line continues the open line. Text, count, truncated."""
         first_no = self.lines + 1
-        if self._pending or self._cut:
+        truncated: list[int] = []
+        count = head.count(b"\n")
+        if self._touched:
             first_nl = head.find(b"\n")
-            if self._cut:
-                first, cut = bytes(self._pending), True
-            else:
-                line = bytes(self._pending) + head[:first_nl]
-                if line.endswith(b"\r"):
-                    line = line[:-1]
-                first, cut = _render_line(line, self.max_line)
+            first, cut = self._close_open(head[:first_nl])
             if cut:
                 truncated.append(first_no)
-            head = first + b"\n" + head[first_nl + 1 :]
-            self._pending = bytearray()
-            self._cut = False
+            text = first + "\n" + self._render_complete(head[first_nl + 1 :], first_no + 1, truncated)
+        else:
+            text = self._render_complete(head, first_no, truncated)
+        self.lines += count
+        return text, count, tuple(truncated)
+
+    def _render_complete(self, head: bytes, first_no: int, truncated: list[int]) -> str:
+        """Whole lines (each ending with \\n) as text: rewritten or too long ones rendered one by one."""
         if b"\r" in head:
             head = head.replace(b"\r\n", b"\n")
-        count = head.count(b"\n")
-        if b"\r" in head or len(head) > self.max_line:
-            head, more_cut = self._render_all(head, first_no)
-            truncated.extend(more_cut)
-        self.lines += count
-        text = head.decode("utf-8", "replace")
-        if "\x1b" in text or "\b" in text:
-            text = clean_text(text)
-        return LineBlock(text, self.stream, first_no, count, time, wall_time, tuple(truncated))
-
-    def _render_all(self, head: bytes, first_no: int) -> tuple[bytes, list[int]]:
-        max_line = self.max_line
+        if b"\r" not in head and not _has_long_line(head, self.max_line):
+            text = head.decode("utf-8", "replace")
+            return clean_text(text) if "\x1b" in text or "\b" in text else text
         lines = head.split(b"\n")
-        cut_numbers = []
+        lines.pop()
+        out = []
         for i, line in enumerate(lines):
-            if len(line) > max_line or b"\r" in line:
-                lines[i], cut = _render_line(line, max_line)
+            if b"\r" in line or len(line) > self.max_line:
+                rendered, cut = self._close_open(line)
                 if cut:
-                    cut_numbers.append(first_no + i)
-        return b"\n".join(lines), cut_numbers
+                    truncated.append(first_no + i)
+                out.append(rendered)
+            else:
+                text = line.decode("utf-8", "replace")
+                out.append(clean_text(text) if "\x1b" in text or "\b" in text else text)
+        return "".join(t + "\n" for t in out)
+
+
+def _has_long_line(head: bytes, max_line: int) -> bool:
+    if len(head) <= max_line:
+        return False
+    start = 0
+    while start < len(head):
+        nl = head.find(b"\n", start)
+        if nl - start > max_line:
+            return True
+        start = nl + 1
+    return False

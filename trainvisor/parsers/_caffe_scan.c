@@ -270,12 +270,17 @@ static PyObject *parse_block(PyObject *self, PyObject *args) {
     sc.wall = wall;
     sc.stream = stream;
     if (scan_load(&sc, env, state)) goto done;
-    for (Py_ssize_t line_no = first_line; ln < end; line_no++) {
-        const char *eol = memchr(ln, '\n', (size_t)(end - ln));
-        if (!eol) eol = end;
+    /* a \r starts another state of the same line (a rewritten line, see lines.py) */
+    const int has_cr = memchr(ln, '\r', (size_t)len) != NULL;
+    const char *eol = NULL; /* the end of the physical line ln is in: found once for all its states */
+    for (Py_ssize_t line_no = first_line; ln < end;) {
+        if (eol < ln && !(eol = memchr(ln, '\n', (size_t)(end - ln)))) eol = end;
+        const char *cr = has_cr ? memchr(ln, '\r', (size_t)(eol - ln)) : NULL;
+        const char *stop = cr ? cr : eol;
         glog_line g;
-        if (match_glog_line(ln, eol, &g) != K_NONE && emit_line(&sc, &g, line_no)) goto done;
-        ln = eol + 1;
+        if (match_glog_line(ln, stop, &g) != K_NONE && emit_line(&sc, &g, line_no)) goto done;
+        ln = stop + 1;
+        if (!cr) line_no++;
     }
     if (!scan_store(&sc, state)) out = Py_NewRef(sc.out);
 done:

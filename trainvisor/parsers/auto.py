@@ -35,13 +35,15 @@ HOLD, CONFIRM, WATCH, FINAL = "hold", "confirm", "watch", "final"
 
 
 def _lines_of(block: LineBlock):
-    """The block's lines as one-line blocks."""
+    """The block's lines as one-line blocks (an open line's early states as a block of count 0)."""
     texts = block.text.split("\n")
     texts.pop()
     cut = block.truncated
     for i, text in enumerate(texts):
         n = block.first_line + i
-        yield LineBlock(text + "\n", block.stream, n, 1, block.time, block.wall_time, (n,) if n in cut else ())
+        complete = i < block.count
+        yield LineBlock(text + "\n", block.stream, n, int(complete), block.time, block.wall_time,
+                        (n,) if n in cut else (), not complete)
 
 
 def _slice(block: LineBlock, start: int, end: Optional[int] = None) -> LineBlock:
@@ -50,8 +52,9 @@ def _slice(block: LineBlock, start: int, end: Optional[int] = None) -> LineBlock
     first = block.first_line + start
     last = first + len(lines)
     cut = tuple(n for n in block.truncated if first <= n < last)
-    return LineBlock("".join(t + "\n" for t in lines), block.stream, first, len(lines), block.time,
-                     block.wall_time, cut)
+    with_open = block.open_line and last > block.first_line + block.count
+    return LineBlock("".join(t + "\n" for t in lines), block.stream, first, len(lines) - with_open, block.time,
+                     block.wall_time, cut, with_open)
 
 
 class _Feed:
@@ -83,6 +86,7 @@ class AutoParser:
         self._infos_cache: Optional[tuple] = None  # every parser's info: loaded when the first line needs it
         self._cands_cache: Optional[tuple] = None
         self._held: list[LineBlock] = []
+        self._held_lines = 0  # complete lines among _held
         self._delegate: Optional[Parser] = None
         self._since: dict[str, int] = {}  # signature counts since an early choice
         self._retained: list[LineBlock] = []  # lines since the choice, while it may change
@@ -136,19 +140,21 @@ class AutoParser:
 
     def _hold(self, line: LineBlock) -> list[Event]:
         self._held.append(line)
+        self._held_lines += line.count
         # Signature counts only change on a signature line: ask the chooser then, or when the window is full.
-        if first_signature(line.text, self._cands) is None and len(self._held) < WINDOW:
+        # An open line's early states (a bar with no newline yet) decide now: holding them is unbounded.
+        if first_signature(line.text, self._cands) is None and self._held_lines < WINDOW and line.count:
             return []
-        choice = choose(self.options.argv, [b.text for b in self._held], self._infos)
+        choice = choose(self.options.argv, [b.text for b in self._held], self._infos, final=not line.count)
         return [] if choice is None else self._release(choice)
 
     def _release(self, choice: Choice) -> list[Event]:
         """Settle on `choice` and feed it the held lines."""
         if choice.basis == BY_SIGNATURE:
-            self._settle(choice, CONFIRM if len(self._held) < WINDOW else FINAL)
+            self._settle(choice, CONFIRM if self._held_lines < WINDOW else FINAL)
         else:
             self._settle(choice, WATCH)
-        held, self._held = self._held, []
+        held, self._held, self._held_lines = self._held, [], 0
         out: list[Event] = []
         for block in held:
             out.extend(self._delegate.feed(block))  # type: ignore[union-attr]
@@ -158,7 +164,7 @@ class AutoParser:
         """One line while the early choice may still change. The lines since the
         choice are kept (at most WINDOW) so that a switch can hand the new parser
         its format's lines from the first one it would have recognised."""
-        self._lines_seen += 1
+        self._lines_seen += line.count
         retained = self._retained
         retained.append(line)
         for name, n in count_signatures([line.text], self._cands).items():
@@ -209,6 +215,6 @@ class AutoParser:
     def _settle(self, choice: Choice, phase: str) -> None:
         self.chosen, self.reason = choice.name, choice.reason
         self._phase = phase
-        self._lines_seen = len(self._held)
+        self._lines_seen = self._held_lines
         self._delegate = create_parser(choice.name, self.options)
         log.info("parser auto: chose %s (%s)", choice.name, choice.reason)

@@ -3,6 +3,11 @@
 A parser is fed `LineBlock`s (many complete lines at once, see `trainvisor.lines`)
 so that a fast parser can scan a whole block with one regex; a parser that thinks
 in lines subclasses `LineParser` and implements `parse_line`.
+
+A text line of a block may hold several states of one physical line that the child
+rewrote (progress bars: ``\\r``, ``\\b``), separated by ``\\r``, in the order a reader saw
+them; `parse_line` is called once per state, with the line's one number. A parser
+that scans a whole block treats ``\\r`` as the start of a state, never as a new line.
 """
 from __future__ import annotations
 
@@ -61,16 +66,30 @@ class LineParser:
 
     @staticmethod
     def feed_lines(block: LineBlock, parse_line) -> list[Event]:
-        """`parse_line` over the lines of `block`: a subclass may pick a cheaper one for a whole block."""
+        """`parse_line` over the lines of `block` (over each state of a rewritten line):
+        a subclass may pick a cheaper `parse_line` for a whole block."""
         out: list[Event] = []
         number = block.first_line
         wall = block.wall_time
         lines = block.text.split("\n")
         lines.pop()
+        if "\r" in block.text:
+            return LineParser._feed_states(lines, number, wall, parse_line)
         for text in lines:
             events = parse_line(text, number, wall)
             if events:
                 out.extend(events)
+            number += 1
+        return out
+
+    @staticmethod
+    def _feed_states(lines: list[str], number: int, wall: float, parse_line) -> list[Event]:
+        out: list[Event] = []
+        for line in lines:
+            for text in line.split("\r"):
+                events = parse_line(text, number, wall)
+                if events:
+                    out.extend(events)
             number += 1
         return out
 

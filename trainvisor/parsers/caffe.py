@@ -43,15 +43,15 @@ _VALUE = r"[-+0-9.eEnaifNAIF#QD]+"
 # consuming the rest of its line, so consecutive metric lines are contiguous
 # matches and need no newline counting.
 _LINE_RE = re.compile(
-    r"\n[IWEF](.{4} .{8})\.(.{6}) [^\]\n]*\] +(?:"
+    r"[\n\r][IWEF](.{4} .{8})\.(.{6}) [^\]\n\r]*\] +(?:"
     # Iteration N [(X iter/s, Ys/M iters)][, ...], loss = L | lr = X | Testing net (#j)
-    r"Iteration (\d+)(?: \(([^ )\n]+) iter/s[^)\n]*\))?,(?: [^,\n=]*,)? "
+    r"Iteration (\d+)(?: \(([^ )\n\r]+) iter/s[^)\n\r]*\))?,(?: [^,\n\r=]*,)? "
     r"(?:loss = (" + _VALUE + r")|lr = (" + _VALUE + r")|Testing net \(#(\d+)\))"
     # Train/Test net output #k: name = v
     r"|(Tr|Te)[a-z]+ net output #\d+: (\S+) = (" + _VALUE + r")"
     # Snapshotting [solver state ]to [binary proto file |HDF5 file ]PATH
-    r"|Snapshotting (solver state )?to (?:binary proto file ?|HDF5 file ?)?([^\n]*?) *(?=\n|$)"
-    r"|(Solving)\b)[^\n]*"
+    r"|Snapshotting (solver state )?to (?:binary proto file ?|HDF5 file ?)?([^\n\r]*?) *(?=[\n\r]|$)"
+    r"|(Solving)\b)[^\n\r]*"
 )
 _ITER_IN_PATH = re.compile(r"_iter_(\d+)")
 _GLOG_DATE = re.compile(r"(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)$")
@@ -201,7 +201,8 @@ class CaffeParser:
         for m in _LINE_RE.finditer(text):
             start = m.start()
             if start == pos:
-                line_no += 1
+                if text[start] == "\n":  # a \r starts another state of the same line
+                    line_no += 1
             else:
                 line_no += count("\n", pos, start + 1)
             pos = m.end()

@@ -38,6 +38,7 @@ from typing import Callable, ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
+from .bars import BarMetrics, may_be_bar
 from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
 from .tables import TABLE_MARKERS, EvalTables
@@ -123,6 +124,7 @@ class GenericParser(LineParser):
         self._started = False  # a step/epoch key, a result's name or a repeated name was seen
         self._held: dict[str, list[Metric]] = {}  # held before the start: name -> its value, maybe configuration
         self._tables = EvalTables()
+        self._bars = BarMetrics(self._names)  # progress-bar postfixes (bars.py)
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
         self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float)
@@ -138,8 +140,16 @@ class GenericParser(LineParser):
         return self.feed_lines(block, self.parse_line)
 
     def _line(self, text, number, wall_time):
-        """`parse_line` for a line the C loop hands back; says whether it may read the next."""
-        out = self.parse_line(text, number, wall_time)
+        """`parse_line` for a line the C loop hands back (each of its terminal states, when it was
+        rewritten with \\r); then what the C loop may do next."""
+        if "\r" in text:
+            out = []
+            for state in text.split("\r"):
+                events = self.parse_line(state, number, wall_time)
+                if events:
+                    out.extend(events)
+        else:
+            out = self.parse_line(text, number, wall_time)
         self._sync()
         return out
 
@@ -159,6 +169,8 @@ class GenericParser(LineParser):
         return hit
 
     def parse_line(self, text, number, wall_time):
+        if may_be_bar(text) and (bar := self._bars.read(text, number, wall_time)) is not None:
+            return bar
         table = self._tables.read(text, number, wall_time, self._pos.step, self._pos.epoch)
         if table is not None:
             return table

@@ -45,7 +45,12 @@ class HuggingFaceParser(LineParser):
             if saved is None:
                 return None
             return [CheckpointEvent(saved.path, KIND_TRAINER, saved.iteration, None, number, wall_time)]
-        found = _KV_RE.findall(text)
+        # From the dict's opening brace: a bar redrawn over a dict leaves the dict's tail
+        # on the row (a terminal state), which must not count as the dict again.
+        start = text.find("{'")
+        if start < 0:
+            return None
+        found = _KV_RE.findall(text, start)
         if not found:
             return None
         epoch = None

@@ -185,16 +185,17 @@ class RulesParser:
         lines = text.split("\n")
         lines.pop()
         timeout = self.ruleset.timeout
-        for offset, line in enumerate(lines):
-            for rule in rules:
-                if rule.contains and rule.contains not in line:
-                    continue
-                try:  # every match on the line, as Katib and Guild take them
-                    for m in rule.pattern.finditer(line, timeout=timeout):
-                        out.extend(self._metrics(rule, m, block.first_line + offset, block.wall_time))
-                except TimeoutError:
-                    self._disable(rule, block.first_line + offset)
-                    rules = [r for r in rules if r is not rule]
+        for offset, physical in enumerate(lines):
+            for line in physical.split("\r") if "\r" in physical else (physical,):  # each state of a rewritten line
+                for rule in rules:
+                    if rule.contains and rule.contains not in line:
+                        continue
+                    try:  # every match on the line, as Katib and Guild take them
+                        for m in rule.pattern.finditer(line, timeout=timeout):
+                            out.extend(self._metrics(rule, m, block.first_line + offset, block.wall_time))
+                    except TimeoutError:
+                        self._disable(rule, block.first_line + offset)
+                        rules = [r for r in rules if r is not rule]
         return out
 
     def _disable(self, rule: Rule, line: int) -> None:

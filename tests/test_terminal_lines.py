@@ -1,0 +1,196 @@
+"""The terminal line model: every state a reader saw of a rewritten line reaches the parsers,
+with the line's one number, whatever the chunking; an open line's states stay bounded."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from trainvisor.events import LineRecord, Metric
+from trainvisor.lines import LineSplitter
+from trainvisor.parsers import ParserOptions, create_parser
+from trainvisor.parsers.base import LineParser
+from trainvisor.pipeline import Pipeline
+from trainvisor.terminal import overwrite
+
+from .caffe_helpers import Collect
+from .parsing_helpers import FIXTURES, feed_pieces
+
+
+def blocks_of(data: bytes, size: int, **kw) -> list:
+    sp = LineSplitter("s", **kw)
+    pieces = [data[i:i + size] for i in range(0, len(data), size)] if size else [data]
+    blocks = [sp.feed(p, 0.0, 0.0) for p in pieces] + [sp.finish(0.0, 0.0)]
+    return [b for b in blocks if b is not None]
+
+
+class StateLog(LineParser):
+    """Records what `feed_lines` offers: (line number, state)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[int, str]] = []
+
+    def parse_line(self, text, number, wall_time):
+        self.seen.append((number, text))
+
+
+def states(data: bytes, size: int = 0, **kw) -> list[tuple[int, str]]:
+    parser = StateLog()
+    for block in blocks_of(data, size, **kw):
+        parser.feed(block)
+    return parser.seen
+
+
+def test_each_carriage_return_state_is_offered_with_the_lines_one_number():
+    data = b"epoch 1\n 1/3 loss: 0.9\r 2/3 loss: 0.5\r 3/3 loss: 0.2\ndone\n"
+    assert states(data) == [(1, "epoch 1"), (2, " 1/3 loss: 0.9"), (2, " 2/3 loss: 0.5"), (2, " 3/3 loss: 0.2"),
+                            (3, "done")]
+    (block,) = blocks_of(data, 0)
+    assert block.count == 3 and block.text.split("\n")[1] == " 1/3 loss: 0.9\r 2/3 loss: 0.5\r 3/3 loss: 0.2"
+
+
+def test_a_shorter_rewrite_leaves_the_tail_of_the_longer_state():
+    # a terminal shows "loss=0.9" written over "loss=0.12345" as "loss=0.92345"
+    assert states(b"loss=0.12345\rloss=0.9\n") == [(1, "loss=0.12345"), (1, "loss=0.92345")]
+
+
+def test_backspaces_move_the_cursor_and_later_characters_overwrite():
+    assert states(b"abc\b\bX\n") == [(1, "aXc")]  # nothing erased: "c" stays
+    assert overwrite("", "ETA: 10s\b\b\b1s ") == "ETA: 1s "
+    # Keras 1: backspaces over the whole bar, a \r, the next bar
+    assert states(b"1/2 [=>.] - loss: 0.9" + b"\b" * 21 + b"\r2/2 [===] - loss: 0.5\n") == [
+        (1, "1/2 [=>.] - loss: 0.9"), (1, "2/2 [===] - loss: 0.5")]
+
+
+def test_consecutive_equal_states_count_once_and_crlf_is_a_line_ending():
+    assert states(b"a=1\ra=1\r\ra=2\r\n\rb=3\r\n") == [(1, "a=1"), (1, "a=2"), (2, "b=3")]
+
+
+def test_a_dict_before_a_bar_on_the_same_line_reaches_the_parser():
+    # Hugging Face TRL: the logged dict, then tqdm redraws that line (real-logs llama-sft-trl-tqdm-cr.log)
+    data = (b"{'loss': '0.7535', 'epoch': '0.8591'}\r 29%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x8a| 480/1677 [13:29<33:19]"
+            b"\r 29%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x8a| 481/1677 [13:30<33:12]\n")
+    events = feed_pieces(create_parser("huggingface"), [data])
+    assert [(m.name, m.value, m.epoch, m.line) for m in events] == [("loss", 0.7535, 0.8591, 1)]
+
+
+def test_the_tail_a_shorter_bar_leaves_of_a_dict_is_not_read_as_the_dict_again():
+    data = (b"{'loss': '0.7535', 'grad_norm': '0.1377', 'entropy': '0.8505', 'epoch': '0.8591'}"
+            b"\r 29%|#  | 480/1677 [13:29<33:19]\r 29%|#  | 481/1677 [13:30<33:12]\n")
+    assert states(data)[1] == (1, " 29%|#  | 480/1677 [13:29<33:19]'0.1377', 'entropy': '0.8505', 'epoch': '0.8591'}")
+    events = feed_pieces(create_parser("huggingface"), [data])
+    assert [(m.name, m.value) for m in events] == [("loss", 0.7535), ("grad_norm", 0.1377), ("entropy", 0.8505)]
+
+
+def test_ansi_escapes_are_removed_in_every_state():
+    assert states(b"\x1b[32mval\x1b[0m acc=0.5\r\x1b[32mval\x1b[0m acc=0.75\n") == [
+        (1, "val acc=0.5"), (1, "val acc=0.75")]
+
+
+def test_hooks_see_the_final_state_and_the_states():
+    seen: list[LineRecord] = []
+    pipeline = Pipeline(create_parser("generic"), sinks=[Collect()], hooks=[seen.append])
+    for block in blocks_of(b"plain\nx=1\rx=2\n", 3):
+        pipeline.feed(block)
+    pipeline.finish()
+    assert [(r.number, r.text, r.states) for r in seen] == [(1, "plain", ()), (2, "x=2", ("x=1", "x=2"))]
+    assert pipeline.stats.lines == 2
+
+
+def test_an_open_line_hands_its_older_states_out_past_the_budget_and_is_counted_once():
+    bar = b"".join(b"\rstep %05d" % i for i in range(400)) + b"\nend\n"
+    expected = [(1, "step %05d" % i) for i in range(400)] + [(2, "end")]
+    for size in (1, 7, 64, 0):
+        blocks = blocks_of(bar, size, state_budget=100)
+        assert states(bar, size, state_budget=100) == expected, size
+        assert sum(b.count for b in blocks) == 2
+    early = [b for b in blocks_of(bar, 7, state_budget=100) if b.open_line]
+    assert early and all(b.count == 0 and b.first_line == 1 for b in early)
+    # held at any time: about the budget, not the line
+    sp = LineSplitter("s", state_budget=100)
+    for i in range(0, len(bar) - 5, 7):
+        sp.feed(bar[i:i + 7], 0.0, 0.0)
+        assert sp._open.size <= 100 + len("step 00000")
+
+
+def test_a_long_open_line_of_states_is_cut_like_any_long_line():
+    blocks = blocks_of(b"x" * 50 + b"\rshort\r" + b"y" * 40 + b"\nok\n", 9, max_line=16)
+    assert states(b"x" * 50 + b"\rshort\r" + b"y" * 40 + b"\nok\n", 9, max_line=16) == [(1, "x" * 16), (2, "ok")]
+    assert [b.truncated for b in blocks if b.truncated] == [(1,)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b"a", b"bcd", b"\n", b"\r", b"\r\n", b"\b", b"\xe2\x96\x88", b"\x1b[1m", b"xyz" * 7, b"w" * 300]),
+                  max_size=80).map(b"".join),
+    size=st.integers(min_value=1, max_value=40),
+    max_line=st.sampled_from([4, 16, 1 << 20]),
+    budget=st.sampled_from([8, 1 << 16]),
+)
+def test_chunking_never_changes_the_states(data, size, max_line, budget):
+    whole = states(data, 0, max_line=max_line, state_budget=budget)
+    assert states(data, size, max_line=max_line, state_budget=budget) == whole
+    assert sum(b.count for b in blocks_of(data, size, max_line=max_line)) == sum(
+        b.count for b in blocks_of(data, 0, max_line=max_line))
+
+
+FIXTURE_PARSERS = [("tqdm-cr.log", "generic"), ("tqdm-cr.log", "huggingface"), ("keras3-bar.log", "generic"),
+                   ("keras3-bar.log", "keras"), ("rich-bar.log", "generic"), ("tqdm-cr.log", "auto")]
+
+
+@pytest.mark.parametrize("name,parser", FIXTURE_PARSERS)
+def test_live_equals_replay_for_rewritten_lines(name, parser):
+    data = (FIXTURES / name).read_bytes()
+
+    def events(size: int) -> list:
+        pieces = [data[i:i + size] for i in range(0, len(data), size)] if size else [data]
+        return [e._replace(wall_time=0.0) for e in feed_pieces(create_parser(parser, ParserOptions(year=2026)), pieces)]
+
+    whole = events(0)
+    assert whole
+    assert events(1) == whole and events(7) == whole
+
+
+def test_caffe_reads_every_state_in_c_and_in_python(monkeypatch):
+    glog = b"I0101 10:00:0%d.000000  1 solver.cpp:228] Iteration %d, loss = 0.%d"
+    data = b"\r".join(glog % (i, i * 10, i) for i in range(1, 4)) + b"\n" + glog % (4, 40, 4) + b"\n"
+    c_events = feed_pieces(create_parser("caffe", ParserOptions(year=2026)), [data])
+    monkeypatch.setenv("TRAINVISOR_PURE_PYTHON", "1")
+    py_events = feed_pieces(create_parser("caffe", ParserOptions(year=2026)), [data])
+    got = [(m.name, m.iteration, m.value, m.line) for m in c_events if type(m) is Metric]
+    assert got == [("total_loss", 10, 0.1, 1), ("total_loss", 20, 0.2, 1), ("total_loss", 30, 0.3, 1), ("total_loss", 40, 0.4, 2)]
+    assert [(m.name, m.iteration, m.value, m.line) for m in py_events if type(m) is Metric] == got
+
+
+def test_auto_chooses_and_parses_the_same_when_an_open_bar_passes_the_budget_while_it_holds_lines():
+    # a tqdm bar of 2000 redraws (about 120k characters of states, past the 64 Ki budget) with no
+    # newline, while `auto` still holds lines: its early states must not make the choice depend on chunking
+    head = b"".join(b"warmup %d\n" % i for i in range(20))
+    bar = b"".join(b"\rEpoch 0: %3d%%|#   | %d/9000 [00:01<00:02, 9.0it/s, loss=%d.5]" % (i * 100 // 9000, i, i % 7)
+                   for i in range(1, 2001))
+    data = head + bar + b"\n" + b"".join(b"x=%d\n" % i for i in range(10))
+    runs = {}
+    for size in (0, 1, 7, 4096):
+        parser = create_parser("auto", ParserOptions())
+        pieces = [data[i:i + size] for i in range(0, len(data), size)] if size else [data]
+        runs[size] = (parser, [e._replace(wall_time=0.0) for e in feed_pieces(parser, pieces)])
+    whole = runs[0][1]
+    assert runs[0][0].chosen == "lightning" and len(whole) == 2000 and {m.line for m in whole} == {21}
+    assert all(events == whole and parser.chosen == "lightning" for parser, events in runs.values())
+
+
+def test_short_rewrites_of_a_very_long_row_keep_a_bounded_stale_tail():
+    # 2000 one-character rewrites of a 100k-character row: each state is what the rewrite
+    # wrote plus at most 256 columns of the old row, not the whole row again
+    data = b"x" * 100_000 + b"".join(b"\r%d" % (i % 2) for i in range(2000)) + b"\n"
+    seen = states(data, 4096)
+    assert seen[0] == (1, "x" * 100_000)
+    assert seen[1:3] == [(1, "0" + "x" * 256), (1, "1" + "x" * 256)] and len(seen) == 2001
+    assert seen == states(data)
+
+
+def test_a_rewrite_that_changes_nothing_gives_no_state_even_on_a_row_past_the_stale_tail():
+    # tests/test_parsers_tables.py's yolox-eval.log: CRLF lines over 256 columns, fed byte by byte
+    row = b"epoch: 1/2, " + b"x" * 300
+    for size in (1, 0):
+        assert states(row + b"\r\n" + row + b"\r\r\b\r\n", size) == [(1, row.decode()), (2, row.decode())]

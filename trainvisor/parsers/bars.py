@@ -1,0 +1,149 @@
+"""Progress bars: one rendered state of a tqdm, rich or Keras bar read into a `BarState`,
+and `BarMetrics`, which turns a stream of states into the postfix metrics a reader saw.
+
+The forms read (one state each, as the splitter renders them):
+
+- tqdm: ``Epoch 0:  45%|████▌     | 45/100 [00:02<00:03, 19.5it/s, loss=0.231, v_num=0]``,
+  ascii bars ``|###   |``, ``desc: 45/100 [00:02<00:03, ...]`` without the percentage,
+  ``desc: 45it [00:02, 19.5it/s, ...]`` without a total;
+- rich (Lightning's RichProgressBar): ``Epoch 3/9 ━━━━━━━━━━ 50/50 0:00:02 • 0:00:00 25.1it/s
+  v_num: 0 train_loss: 0.231``;
+- Keras 3: ``50/50 ━━━━━━━━━━ 1s 10ms/step - accuracy: 0.91 - loss: 0.23`` (``=`` bars too);
+- Keras 2: ``32/100 [=>....] - ETA: 1s - loss: 2.3`` and ``100/100 [====] - 1s 10ms/step - loss: ...``.
+
+A bar repeats its postfix on every redraw, so `BarMetrics` reports a state only when
+its postfix values changed or the bar reached its total: never more records than
+distinct bar states. Bookkeeping keys (``v_num``, the rate, ``ETA``) are never metrics.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple, Optional
+
+from ..events import Metric
+from .common import NUMBER, NameTable, fnum, to_float
+
+__all__ = ["BarState", "BarMetrics", "read_bar", "may_be_bar"]
+
+_TQDM_RE = re.compile(
+    r"^(?P<desc>.*?)(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<inner>[^\]]*)\]"
+    r"|^(?P<desc2>.*?)(?P<n2>\d+)(?:/(?P<total2>\d+)|\w*)\s*\[(?P<inner2>[\d:]+(?:<[\d:?]+)?, [^\]]*/[^\]]*)\]")
+_RICH_RE = re.compile(
+    r"^(?P<desc>.*?)\s*[━╸╺─]+\s+(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*[-\d:]+\s*(?P<rate>\S+/s|\S+/it)?"
+    r"(?P<post>.*)$")
+_RICH_PAIR_RE = re.compile(r"([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?!\S)")
+_KERAS_RE = re.compile(
+    r"^\s*(?P<n>\d+)/(?P<total>\d+)\s+(?:\[[=>.]*\]|[━=.>─╸ ]*?)\s*(?:-\s+)?"
+    r"(?:ETA: \S+|\d+m?s(?:\s+(?P<per>[\d.]+)(?P<unit>[mu]?s)/step)?)(?P<post>(?:\s+-\s+.*)?)$")
+_KERAS_PAIR_RE = re.compile(r" - ([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.])")
+_TQDM_PAIR_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")$")
+_RATE_RE = re.compile(r"(" + NUMBER + r")\s*([A-Za-z]*)/s$|(" + NUMBER + r")\s*s/([A-Za-z]+)$")
+_EPOCH_RE = re.compile(r"[Ee]poch\s*\[?\s*(\d+)")
+_BOOKKEEPING = frozenset({"v_num", "it/s", "s/it", "ETA", "eta"})
+_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+class BarState(NamedTuple):
+    """One rendered state of a progress bar. `rate`: items per second (None when the
+    bar shows none yet); `postfix`: its numeric (name, value) pairs, bookkeeping left out;
+    `epoch`: the number the description gives after ``Epoch``, as printed."""
+
+    desc: str
+    n: int
+    total: Optional[int]
+    postfix: tuple[tuple[str, float], ...]
+    rate: Optional[float]
+    epoch: Optional[int]
+
+
+def may_be_bar(text: str) -> bool:
+    """A cheap test a line parser runs first: False for nearly every line that is no bar
+    (every form shows ``n/total`` or a rate, so a line without ``/`` costs one test)."""
+    return "/" in text and ("%|" in text or "/s" in text or "/it" in text or "/step" in text or "] - " in text)
+
+
+def read_bar(text: str) -> Optional[BarState]:
+    """The bar `text` shows, or None when it is no progress bar."""
+    if "|" in text or "[" in text:
+        m = _TQDM_RE.search(text)
+        if m is not None:
+            return _tqdm_state(m)
+    if "•" in text:
+        m = _RICH_RE.search(text)
+        if m is not None:
+            pairs = tuple((k, v) for k, raw in _RICH_PAIR_RE.findall(m.group("post"))
+                          if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
+            return _state(m.group("desc"), m.group("n"), m.group("total"), pairs, _rate(m.group("rate") or ""))
+    m = _KERAS_RE.search(text)
+    if m is not None:
+        pairs = tuple((k, v) for k, raw in _KERAS_PAIR_RE.findall(m.group("post"))
+                      if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
+        rate = None
+        if m.group("per"):
+            per = to_float(m.group("per"))
+            rate = 1.0 / (per * _UNIT_SECONDS[m.group("unit")]) if per else None
+        return _state("", m.group("n"), m.group("total"), pairs, rate)
+    return None
+
+
+def _tqdm_state(m: re.Match) -> BarState:
+    if m.group("n") is not None:
+        desc, n, total, inner = m.group("desc"), m.group("n"), m.group("total"), m.group("inner")
+    else:
+        desc, n, total, inner = m.group("desc2"), m.group("n2"), m.group("total2"), m.group("inner2")
+    rate = None
+    pairs = []
+    for part in inner.split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
+        part = part.strip()
+        pm = _TQDM_PAIR_RE.match(part)
+        if pm is None:
+            rate = _rate(part) if rate is None else rate
+        elif pm.group(1) not in _BOOKKEEPING:
+            v = to_float(pm.group(2))
+            if v is not None:
+                pairs.append((pm.group(1), v))
+    return _state(desc, n, total, tuple(pairs), rate)
+
+
+def _state(desc: str, n: str, total: Optional[str], pairs: tuple, rate: Optional[float]) -> BarState:
+    desc = desc.strip().rstrip(":").rstrip()
+    em = _EPOCH_RE.search(desc)
+    return BarState(desc, int(n), int(total) if total else None, pairs, rate, int(em.group(1)) if em else None)
+
+
+def _rate(text: str) -> Optional[float]:
+    """Items per second from ``19.5it/s`` or ``2.11s/it`` (None for ``?it/s``)."""
+    m = _RATE_RE.match(text.strip())
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        return to_float(m.group(1))
+    per = to_float(m.group(3))
+    return 1.0 / per if per else None
+
+
+class BarMetrics:
+    """The postfix metrics of the bars a line parser sees, one record per value of a
+    changed state: iteration `n`, the description's epoch, ``running`` until n == total."""
+
+    def __init__(self, names: NameTable) -> None:
+        self._names = names
+        self._last: dict[str, tuple] = {}  # desc -> (postfix, done) of its last reported state
+
+    def read(self, text: str, number: int, wall_time: float) -> Optional[list[Metric]]:
+        """Metrics of `text` when it is a bar state ([] when nothing changed); None when it is no bar."""
+        bar = read_bar(text)
+        if bar is None:
+            return None
+        done = bar.total is not None and bar.n >= bar.total
+        key = (bar.postfix, done)
+        if not bar.postfix or self._last.get(bar.desc) == key:
+            return []
+        self._last[bar.desc] = key
+        epoch = fnum(bar.epoch) if bar.epoch is not None else None
+        names = self._names
+        out = []
+        for raw, value in bar.postfix:
+            name, phase = names(raw)
+            out.append(Metric(name, value, bar.n, phase, None, None, epoch, wall_time, number, running=not done))
+        return out
