@@ -103,8 +103,6 @@ def test_every_rendered_state_gives_each_steps_running_value_once():
     assert running == [("loss_step", float(step // 10), step, v) for step, v in enumerate(STEP_LOSS)]
 
 
-@pytest.mark.xfail(strict=True, reason="needs the terminal line model (a LineBlock line holding each \\r state): "
-                                       "today only each line's final state reaches the parser")
 def test_replay_reports_each_steps_running_value():
     _, events = parse_file(TQDM, "lightning")
     running = [(e.epoch, e.iteration, e.value) for e in events if type(e) is Metric and e.running]

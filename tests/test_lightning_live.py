@@ -96,8 +96,6 @@ def test_tqdm_step_values_are_running_values_at_lightnings_steps(tqdm_run):
                for name, epoch, step, value in running)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the terminal line model (a LineBlock line holding each \\r state): "
-                                       "today only each line's final state reaches the parser")
 def test_tqdm_every_steps_value_is_recorded(tqdm_run):
     running = [(m.iteration, m.value) for m in tqdm_run.metrics if m.running]
     assert running == sorted(step_values(tqdm_run).items())
