@@ -28,10 +28,9 @@ def write_all(fd: int, data: bytes) -> None:
 
 def warn(text: str) -> None:
     """The writer never logs through logging: its own handler may be this writer."""
-    try:
-        os.write(2, f"trainvisor.logging: {text}\n".encode("utf-8", "backslashreplace"))
-    except OSError:
-        pass
+    from ..stderr_gate import STDERR  # between the training's lines when both share stderr
+
+    STDERR.say(f"trainvisor.logging: {text}\n")
 
 
 class RotatingFile:

@@ -9,9 +9,10 @@ libraries during the run are logged, not printed.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Mapping, Optional
+
+from ..stderr_gate import STDERR
 
 __all__ = ["RunLogging", "RUN_LOG_NAME"]
 
@@ -52,7 +53,7 @@ class RunLogging:
         # into the training's bytes: route them to the run log instead, for the length of the run.
         logging.captureWarnings(True)
         if not quiet:
-            sh = logging.StreamHandler(sys.stderr)
+            sh = GatedStderrHandler()
             sh.setLevel(logging.WARNING)
             sh.setFormatter(logging.Formatter("trainvisor: %(message)s"))
             own.append(sh)
@@ -84,3 +85,13 @@ def _drop_watchdog_stop_race(record: logging.LogRecord) -> bool:
     (trainvisor stops one whenever a watched directory appears and its parent's watch is
     replaced); nothing is lost, so it is not worth an error line in the run log."""
     return not (record.name.startswith("watchdog") and "called when the thread is inactive" in str(record.msg))
+
+
+class GatedStderrHandler(logging.Handler):
+    """trainvisor's warnings on stderr, written between the training's lines (stderr_gate.py)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            STDERR.say(self.format(record))
+        except Exception:  # as logging.StreamHandler: a broken record must not raise into the run
+            self.handleError(record)

@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Callable, NamedTuple, Optional
 
+from ..stderr_gate import STDERR
+
 __all__ = ["Chunk", "Gap", "PipeReader", "ByteBudget", "RunLog", "write_all"]
 
 log = logging.getLogger("trainvisor.supervisor")
@@ -193,7 +195,7 @@ class PipeReader(threading.Thread):
         stream = self.stream
         if self.passthrough_fd is not None:
             try:
-                write_all(self.passthrough_fd, data)
+                STDERR.pass_through(self.passthrough_fd, data)
             except OSError as exc:
                 # Our own stdout is gone (closed pipe): keep draining the child.
                 log.warning("cannot pass %s through (%s); still parsing it", stream,
