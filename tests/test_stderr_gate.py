@@ -15,6 +15,19 @@ def _read_all(fd: int) -> bytes:
     return out
 
 
+def _gated(wait: float, chunks_and_messages) -> bytes:
+    """What a pipe behind a gate receives for `chunks_and_messages` (bytes pass through, str is said)."""
+    r, w = os.pipe()
+    gate = LineGate(w, wait=wait)
+    for item in chunks_and_messages:
+        gate.pass_through(w, item) if isinstance(item, bytes) else gate.say(item)
+    os.close(w)
+    try:
+        return _read_all(r)
+    finally:
+        os.close(r)
+
+
 def _wait_until_waiting(gate: LineGate) -> None:
     with gate._cond:  # the message thread holds the condition until it waits on it
         assert gate._cond.wait_for(lambda: gate.waiting == 1, timeout=10)
@@ -37,15 +50,15 @@ def test_a_message_during_an_open_line_waits_for_its_end():
 
 
 def test_a_line_left_open_gets_the_message_on_a_line_of_its_own_after_the_wait():
-    r, w = os.pipe()
-    gate = LineGate(w, wait=0.0)  # no waiting: the tqdm bar that never ends its line
-    gate.pass_through(w, b"Epoch 1: 45%|####5     | 45/100\r")
-    gate.say("trainvisor: cannot write the run log")
-    gate.pass_through(w, b"Epoch 1: 46%|####6     | 46/100\r")
-    os.close(w)
-    assert _read_all(r) == (b"Epoch 1: 45%|####5     | 45/100\r\ntrainvisor: cannot write the run log\n"
-                            b"Epoch 1: 46%|####6     | 46/100\r")
-    os.close(r)
+    # no waiting: the tqdm bar that never ends its line
+    assert _gated(0.0, [b"Epoch 1: 45%|####5     | 45/100\r", "trainvisor: cannot write the run log",
+                        b"Epoch 1: 46%|####6     | 46/100\r"]) == \
+        b"Epoch 1: 45%|####5     | 45/100\r\ntrainvisor: cannot write the run log\nEpoch 1: 46%|####6     | 46/100\r"
+
+
+def test_a_message_after_a_complete_line_goes_out_at_once():
+    assert _gated(30, [b"step 1 loss: 0.5\n", "trainvisor: at once", b"step 2"]) == \
+        b"step 1 loss: 0.5\ntrainvisor: at once\nstep 2"
 
 
 def test_other_fds_pass_straight_through_and_at_a_line_start_nothing_waits():
