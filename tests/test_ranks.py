@@ -262,3 +262,21 @@ def test_torch_distributed_launch_warnings_before_the_ranks_do_not_hide_the_pref
     events = feed_pieces(r, [preamble + TORCHRUN.read_bytes()])
     assert r.forms["log"].name == "torchrun"
     assert [(m.rank, m.value, m.line) for m in events][:2] == [(0, 2.30576, 13 + 9), (0, 1.8231, 13 + 11)]
+
+
+@pytest.mark.parametrize("chunk", [97, 4096, 1 << 20])
+def test_a_bar_line_left_open_under_a_rank_prefix_reaches_that_ranks_parser_in_any_chunking(chunk):
+    # torchrun prefixes each physical line once; a tqdm bar redrawn 3,000 times with \r is one line,
+    # long enough that the splitter hands its early states out before the line ends (an open line)
+    head = b"".join(b"[default%d]:step=%d loss=0.%d\n" % (r, i, i) for i in range(1, 9) for r in (0, 1))
+    bar = b"[default0]:" + b"".join(b"train:  %d/3000 [00:01<00:00, 9.1it/s, loss=%d.5]\r" % (i, i)
+                                    for i in range(1, 3001)) + b"\n"
+    tail = b"[default1]:step=9 loss=0.9\n[default0]:step=9 loss=0.9\n"
+    data = head + bar + tail
+    events = feed_pieces(router("0", "generic"), [data[i:i + chunk] for i in range(0, len(data), chunk)])
+    assert {m.rank for m in events} == {0}
+    losses = [(m.iteration, m.value, m.line, m.running) for m in events if m.name == "loss"]
+    assert losses[:8] == [(i, float(f"0.{i}"), 2 * i - 1, False) for i in range(1, 9)]
+    bar_values = [x for x in losses if x[2] == 17]
+    assert len(bar_values) == 3000 and bar_values[0] == (1, 1.5, 17, True) and bar_values[-1] == (3000, 3000.5, 17, False)
+    assert losses[-1] == (9, 0.9, 19, False)

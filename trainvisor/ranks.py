@@ -77,7 +77,11 @@ def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
     n = len(texts)
     cut = tuple(k for k in block.truncated if first <= k < first + n) if block.truncated else ()
     text = texts[0] + "\n" if n == 1 else "\n".join(texts) + "\n"
-    return _new_tuple(LineBlock, (text, block.stream, first, n, block.time, block.wall_time, cut))
+    # A block's last text line may be a line still open (its early terminal states, lines.py):
+    # the sub-block that ends there carries it as its own open line, not counted.
+    open_line = block.open_line and start + n == block.count + 1
+    return _new_tuple(LineBlock, (text, block.stream, first, n - open_line, block.time, block.wall_time, cut,
+                                  open_line))
 
 
 class _StreamState:
@@ -106,6 +110,7 @@ class RankRouter:
         self.by_rank: dict[int, "Parser"] = {}
         self._streams: dict[str, _StreamState] = {}
         self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
+        self._open: dict[str, tuple[int, Optional[int]]] = {}  # stream -> (line still open, its rank)
 
     @property
     def name(self) -> str:
@@ -171,9 +176,15 @@ class RankRouter:
         run_start = 0
         lines = block.text.split("\n")
         lines.pop()
+        # a line still open at the end of the last block goes on here, its prefix long behind it
+        open_no, open_rank = self._open.pop(block.stream, (None, None))
+        rank: Optional[int] = None
         for i, text in enumerate(lines):
             m = match(text)
-            rank = int(m.group("rank")) if m is not None else None
+            if m is not None:
+                rank = int(m.group("rank"))
+            else:
+                rank = open_rank if block.first_line + i == open_no else None
             if rank != run_rank:
                 if run:
                     out.extend(self._feed_run(block, run_rank, run, run_start))
@@ -181,9 +192,11 @@ class RankRouter:
             if rank is None:
                 run.append(text)
             elif self.selection.includes(rank):
-                run.append(text[m.end():])  # type: ignore[union-attr]
+                run.append(text[m.end():] if m is not None else text)
         if run:
             out.extend(self._feed_run(block, run_rank, run, run_start))
+        if block.open_line:
+            self._open[block.stream] = (block.first_line + block.count, rank)
         return out
 
     def _feed_run(self, block: LineBlock, rank: Optional[int], texts: list[str], start: int) -> list[Event]:
