@@ -59,11 +59,18 @@ class Transcoder:
         self.encoding = encoding
 
     def read(self, size: int = -1) -> bytes:
+        """Up to `size` bytes (fewer when the decoder holds a partial character); all of the
+        rest when `size` is negative, as a file's read() gives."""
+        if size < 0:
+            return b"".join(iter(lambda: self._read_some(1 << 16), b""))
+        return self._read_some(size)
+
+    def _read_some(self, size: int) -> bytes:
         while not self._eof:
             if self._head:
                 data, self._head = self._head, b""
             else:
-                data = self._raw.read(size if size > 0 else 1 << 16)
+                data = self._raw.read(size or 1 << 16)
             if not data:
                 self._eof = True
                 return self._dec.decode(b"", final=True).encode("utf-8")
@@ -89,7 +96,8 @@ class _Prefixed:
         self._raw, self._head = raw, head
 
     def read(self, size: int = -1) -> bytes:
+        """The head first (a short read), then `fh`'s bytes; all of them when `size` is negative."""
         if self._head:
             data, self._head = self._head, b""
-            return data
+            return data + self._raw.read() if size < 0 else data
         return self._raw.read(size)
