@@ -51,7 +51,7 @@ EXPECTED = {
     "pytorch": [("loss", 1.8231, 640, "train", None, None, 1.0), ("loss", 0.1034, 60000, "test", None, None, 1.0),
                 ("accuracy", 0.9672, 60000, "test", None, None, 1.0),  # the program's word, at the epoch's end
                 ("loss", 3.105, 3 * 390 + 100, "train", None, None, 3.0), ("lr", 1e-03, 1270, "train", None, None, 3.0),
-                ("acc@1", 75.0, 78, "val", None, None, 3.0)],  # timm
+                ("acc@1", 75.0, 1270, "val", None, None, 3.0)],  # timm; [78/78] counts test batches: at the training step
     "detectron2": [("output/model_0000999.pth", "pth", 999, None), ("bbox/AP", 30.1, 19, "val", None, None, None)],
     "mmdet": [("loss", 0.7, 50, "train", None, None, 1.0), ("/data/work_dirs/faster_rcnn/epoch_1.pth", "pth", None, 1.0),
               ("coco/bbox_mAP", 0.3, 100, "val", None, None, 1.0)],
@@ -209,6 +209,14 @@ def test_transcoder_gives_the_same_text_whatever_the_chunking(chunk):
             break
         out += data
     assert out.decode("utf-8") == text
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_read_without_a_size_gives_the_whole_log_past_the_sniffed_head(encoding):
+    # read() as a file gives it: everything, not the 64 KiB head the sniffer took first
+    text = "".join(f"{i}: {i / 7:.6f}, 1.0 avg, 0.001 rate, 1.0 seconds, {i} images\n" for i in range(4000))
+    stream = open_log_bytes(io.BytesIO(text.encode(encoding)))
+    assert stream.read().decode("utf-8") == text and stream.read() == b""
 
 
 @pytest.mark.skipif(not REAL_LOGS.is_dir(), reason="real logs not found")
