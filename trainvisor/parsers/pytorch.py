@@ -8,6 +8,8 @@
   set's values keep the program's word (phase ``test``) and the step of the end of the epoch.
 - ``[1,  2000] loss: 2.190`` (CIFAR-10 tutorial)
 - ``Epoch: [0]  [ 10/128]  eta: ...  lr: 0.0001  loss: 55.79 (56.16) ...`` and ``Test:  [3/4] ...``
+  (the ``Test:`` lines' ``[3/4]`` counts test batches: their values are placed at the step and
+  epoch of the last training line, as a validation is)
 - timm: ``Train: 3 [ 100/390 ( 26%)]  Loss: 3.1 (3.3)  ...  LR: 1.0e-03`` / ``Test: [ 78/78]  Loss: ... Acc@1: ...``
 """
 from __future__ import annotations
@@ -94,8 +96,9 @@ class PyTorchParser(TableReadingParser):
             return None
         n, total = int(m.group(4)), int(m.group(5))
         if m.group(1) == "Test:":
-            phase, step = PHASE_VAL, n
-            epoch = self._epoch
+            # the counter is the test batch's; the values belong to the training's step, where
+            # the COCO summary that follows is placed too
+            phase, step, epoch = PHASE_VAL, self._step, self._epoch
         else:
             ep = int(m.group(2) or m.group(3))
             phase, step, epoch = PHASE_TRAIN, ep * total + n, fnum(ep)
