@@ -212,7 +212,9 @@ enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
 /* What of a line the evaluation tables, the JSON or the Katib reader may take (generic.py,
  * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for `Evaluat`, `mAP`,
  * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line, a `\r`
- * (a line's terminal states) and what bars.may_be_bar takes for a progress bar;
+ * (a line's terminal states) and what bars.may_be_bar takes for a progress bar and bars.read_bar
+ * may read (its forms need `%|`, a `[` before a digit or `:`, a count opening the line, or a
+ * non-ASCII `•`: Caffe's `(4.99 iter/s, ...)` stays here);
  * M_NON_ASCII alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
 static int markers(const char *ls, const char *e) {
     const char *a = skip_ws(ls, e), *z = e;
@@ -221,6 +223,7 @@ static int markers(const char *ls, const char *e) {
     if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_OTHER;
     if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_OTHER;
     int slash = 0, bar = 0;  /* bars.may_be_bar: a '/' and one of "%|", "/s", "/it", "] - " */
+    int shape = a < z && is_digit(*a); /* what read_bar needs: "%|", "[" then a digit or ':', or a count first */
     for (const char *p = ls; p < e; p++) {
         unsigned char c = (unsigned char)*p;
         if (c >= 'a') {
@@ -232,7 +235,8 @@ static int markers(const char *ls, const char *e) {
             slash = 1;
             if (e - p >= 2 && (p[1] == 's' || (e - p >= 3 && p[1] == 'i' && p[2] == 't'))) bar = 1;
         }
-        if (c == '%' && e - p >= 2 && p[1] == '|') bar = 1;
+        if (c == '%' && e - p >= 2 && p[1] == '|') bar = shape = 1;
+        if (c == '[' && e - p >= 2 && (is_digit(p[1]) || p[1] == ':')) shape = 1;
         if (c == ']' && e - p >= 4 && memcmp(p + 1, " - ", 3) == 0) bar = 1;
         if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
         if (c == 'E' && e - p >= 7 && memcmp(p, "Evaluat", 7) == 0) m |= M_OTHER;
@@ -242,7 +246,7 @@ static int markers(const char *ls, const char *e) {
         }
         if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_OTHER;
     }
-    if (slash && bar) m |= M_OTHER;  /* maybe a progress bar: bars.py reads it */
+    if (slash && bar && shape) m |= M_OTHER;  /* maybe a progress bar: bars.py reads it */
     return m;
 }
 
