@@ -209,8 +209,20 @@ static int find_coco(const char *ls, const char *e, coco_line *c) {
 
 enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
 
+/* The ASCII bytes that open a marker below (the first byte of each test); a line is mostly others. */
+static const unsigned char MARK_BYTE[128] = {['\r'] = 1, ['/'] = 1, ['%'] = 1, ['['] = 1, [']'] = 1,
+                                             ['I'] = 1, ['E'] = 1, ['A'] = 1, ['N'] = 1};
+
+/* What of an `Evaluat` the tables take (`_COCO_TYPE_RE`, `_MD_TITLE_RE`): another
+ * (`Evaluating predictions`) leaves the line to the pairs, in either loop. */
+static int titled(const char *p, const char *e) {
+    return (e - p >= 26 && memcmp(p, "Evaluate annotation type *", 26) == 0)
+           || (e - p >= 23 && memcmp(p, "Evaluation results for ", 23) == 0);
+}
+
 /* What of a line the evaluation tables, the JSON or the Katib reader may take (generic.py,
- * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for `Evaluat`, `mAP`,
+ * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for a title (`titled`),
+ * `_mAP` (a `mAP` without it is read as pairs: tables.read returns None for it),
  * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line, a `\r`
  * (a line's terminal states) and what bars.may_be_bar takes for a progress bar and bars.read_bar
  * may read (its forms need `%|`, a `[` before a digit or `:`, a count opening the line, or a
@@ -226,10 +238,8 @@ static int markers(const char *ls, const char *e) {
     int shape = a < z && is_digit(*a); /* what read_bar needs: "%|", "[" then a digit or ':', or a count first */
     for (const char *p = ls; p < e; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c >= 'a') {
-            if (c >= 0x80) return M_NON_ASCII;
-            continue;
-        }
+        if (c < 0x80 && !MARK_BYTE[c]) continue;  /* most bytes: one table read */
+        if (c >= 0x80) return M_NON_ASCII;
         if (c == '\r') m |= M_OTHER;  /* a rewritten line: its states, one by one, in Python */
         if (c == '/') {
             slash = 1;
@@ -239,9 +249,9 @@ static int markers(const char *ls, const char *e) {
         if (c == '[' && e - p >= 2 && (is_digit(p[1]) || p[1] == ':')) shape = 1;
         if (c == ']' && e - p >= 4 && memcmp(p + 1, " - ", 3) == 0) bar = 1;
         if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
-        if (c == 'E' && e - p >= 7 && memcmp(p, "Evaluat", 7) == 0) m |= M_OTHER;
+        if (c == 'E' && titled(p, e)) m |= M_OTHER;
         if (c == 'A' && e - p >= 2 && p[1] == 'P') {
-            if (p > ls && p[-1] == 'm') m |= M_OTHER;
+            if (p - ls >= 2 && p[-1] == 'm' && p[-2] == '_') m |= M_OTHER;
             if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) m |= M_OTHER;
         }
         if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_OTHER;

@@ -14,7 +14,12 @@
 #include "../_native/fastnum.h"
 #include "_generic_grammar.h"
 
+#define KEY_SLOTS 64 /* a block's recent keys: a log repeats a few names on every line */
+
+typedef struct { PyObject *key, *hit; } key_slot; /* a key's str and its (name, phase) once known; owned */
+
 typedef struct {
+    key_slot keys[KEY_SLOTS];
     PyObject *out, *wall, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
     PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
     PyObject *coco_prefix;                                /* owned; read from state */
@@ -91,11 +96,35 @@ static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *val
     return r;
 }
 
-/* The metric of `key`: its (name, phase) from the parser's cache, or its `resolve` on a miss. */
+static key_slot *slot_of(scan *sc, const char *s, const char *e) { /* FNV-1a of the key's bytes */
+    uint32_t h = 2166136261u;
+    for (; s < e; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return &sc->keys[h % KEY_SLOTS];
+}
+
+/* The str of the key at s..e (ASCII): this block's if it met it lately, else a new one. New ref. */
+static PyObject *key_str(scan *sc, const char *s, const char *e) {
+    key_slot *k = slot_of(sc, s, e);
+    Py_ssize_t n = e - s;
+    if (k->key && PyUnicode_GET_LENGTH(k->key) == n && memcmp(PyUnicode_DATA(k->key), s, (size_t)n) == 0)
+        return Py_NewRef(k->key);
+    PyObject *key = PyUnicode_FromStringAndSize(s, n);
+    if (!key) return NULL;
+    Py_XSETREF(k->key, Py_NewRef(key));
+    Py_CLEAR(k->hit);
+    return key;
+}
+
+/* The metric of `key`: its (name, phase) remembered in its slot, from the parser's cache, or its
+ * `resolve` on a miss (a pure function of the key: a block may keep what it found). */
 static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
-    PyObject *hit = PyDict_GetItemWithError(sc->cache, key);
+    const char *ks = PyUnicode_DATA(key);
+    key_slot *k = slot_of(sc, ks, ks + PyUnicode_GET_LENGTH(key));
+    PyObject *hit = k->key == key ? k->hit : NULL;
     if (hit) Py_INCREF(hit);
+    else if ((hit = PyDict_GetItemWithError(sc->cache, key))) Py_INCREF(hit);
     else if (PyErr_Occurred() || !(hit = PyObject_CallOneArg(sc->resolve, key))) return -1;
+    if (k->key == key) set_ref(&k->hit, hit);
     int r = -1;
     if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2)
         PyErr_SetString(PyExc_TypeError, "GenericParser names must be (name, phase)");
@@ -186,7 +215,7 @@ static int read_pair(scan *sc, const pair *p, PyObject **step, PyObject **sfx, P
     } else if (v == Py_None) {
         Py_DECREF(v);
     } else {
-        PyObject *key = PyUnicode_FromStringAndSize(p->ks, p->ke - p->ks);
+        PyObject *key = key_str(sc, p->ks, p->ke);
         if (!key) return Py_DECREF(v), -1;
         keys[*ni] = key;
         vals[(*ni)++] = v;
@@ -315,6 +344,10 @@ static PyObject **env_slot(scan *sc, int i) {
 }
 
 static void scan_clear(scan *sc) {
+    for (int i = 0; i < KEY_SLOTS; i++) {
+        Py_CLEAR(sc->keys[i].key);
+        Py_CLEAR(sc->keys[i].hit);
+    }
     for (int i = 0; i < 7; i++) Py_CLEAR(*env_slot(sc, i));
     for (int i = 0; i < 4; i++) Py_CLEAR(*state_slot(sc, i));
     Py_CLEAR(sc->coco_prefix);
