@@ -53,6 +53,12 @@ def test_c_and_python_loops_agree_on_every_log(log, chunk):
     assert c_events == events(data, use_c=False, chunk=chunk)
 
 
+# Lines no read_bar form or evaluation table takes, though they hold `/s`, `[0]`, `mAP`, `Evaluat`.
+LOOKS_LIKE_A_BAR_OR_TABLE = [
+    "I1231 23:58:10.052812  4242 solver.cpp:239] Iteration 50 (4.99978 iter/s, 10.0004s/50 iters), loss = 0.0449\n",
+    "INFO:root:Epoch[0] Batch [20]\tSpeed: 512.30 samples/sec\taccuracy=0.112\n",
+    "Class Images P R mAP50 mAP50-95 x=1\n", "d2 INFO: Evaluating predictions loss: 0.2\n",
+]
 CORNERS = [
     "loss: 0.5\n",  # starts the training: every corner below is read by the C loop
     "a=1.#INF b=1.#INF: c=-1.#QNAN0 d=1.#IND\n",  # a failed Windows spelling falls back to "1."
@@ -82,6 +88,11 @@ CORNERS = [
     " Average Precision  (AX) @[ IoU=0.50 | area= all | maxDets=100 ] = 0.4 acc: 0.9\n",
     "Evaluate annotation type *bbox*\n",
     " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.25\n",
+    # what only looks like a bar or a table stays in the C loop; what read_bar or tables.read may read does not
+    *LOOKS_LIKE_A_BAR_OR_TABLE,
+    "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
+    "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]\n", "y: 5it [00:01, 3.0it/s, acc=1]\n", "z [00:0<x, 1/s w=2\n",
+    "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",
 ]
 
 
@@ -102,7 +113,8 @@ def test_a_step_in_parentheses_sets_the_step_in_both_loops():
 ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|") + [
     "step", "epoch", "loss", "IoU", "mAP", "all ", "1.#INF", "nan", "inf", "(step ", "\n", "é", "metricName",
     "Average Precision (AP) @[ IoU=", "Average Recall  (AR) @[", "IoU=0.50:0.95", " | area=", "small", "| maxDets=",
-    "] = ", "IoU metric: "])
+    "] = ", "IoU metric: ", "iter/s", "/s", "/it", "%|", "[00:01<00:02, ", "[0:1, ", "_mAP", "Evaluating ",
+    "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 "])
 
 
 @settings(max_examples=300, deadline=None)
@@ -110,3 +122,19 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
 def test_random_text_agrees(pieces, chunk):
     data = ("loss: 0.5\n" + "".join(pieces) + "\n").encode()
     assert events(data, use_c=True, chunk=chunk) == events(data, use_c=False, chunk=chunk)
+
+
+def test_lines_that_only_look_like_bars_or_tables_are_read_in_c():
+    """Caffe's ``(4.99 iter/s, ...)``, MXNet's ``Epoch[0] ... samples/sec``, a ``mAP50`` header
+    and a d2 ``Evaluating ...`` line go to no Python: no read_bar form or table takes them."""
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    handed = []
+    python_line = parser._env.line
+    parser._env = parser._env._replace(line=lambda t, n, w: handed.append(t) or python_line(t, n, w))
+    data = "".join(["loss: 0.5\n"] + LOOKS_LIKE_A_BAR_OR_TABLE).encode()
+    sp = LineSplitter("s")
+    got = parser.feed(sp.feed(data, 0.0, 1.5))
+    assert handed == ["loss: 0.5"]
+    assert [(m.name, m.value, m.line) for m in got] == [
+        ("loss", 0.5, 1), ("solver.cpp", 239.0, 2), ("loss", 0.0449, 2), ("Speed", 512.3, 3), ("accuracy", 0.112, 3),
+        ("x", 1.0, 4), ("loss", 0.2, 5)]

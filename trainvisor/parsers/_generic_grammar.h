@@ -213,6 +213,16 @@ enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
 static const unsigned char MARK_BYTE[128] = {['\r'] = 1, ['/'] = 1, ['%'] = 1, ['['] = 1, [']'] = 1,
                                              ['I'] = 1, ['E'] = 1, ['A'] = 1, ['N'] = 1};
 
+static int is_time(char c) { return is_digit(c) || c == ':'; }
+static int is_eta(char c) { return is_time(c) || c == '?'; }
+
+/* After a `[`: tqdm's times as read_bar's second form needs them, `[\d:]+(?:<[\d:?]+)?, `. */
+static int tqdm_times(const char *p, const char *e) {
+    const char *q = run(p, e, is_time);
+    if (q && q < e && *q == '<') q = run(q + 1, e, is_eta);
+    return q && e - q >= 2 && q[0] == ',' && q[1] == ' ';
+}
+
 /* What of an `Evaluat` the tables take (`_COCO_TYPE_RE`, `_MD_TITLE_RE`): another
  * (`Evaluating predictions`) leaves the line to the pairs, in either loop. */
 static int titled(const char *p, const char *e) {
@@ -225,7 +235,7 @@ static int titled(const char *p, const char *e) {
  * `_mAP` (a `mAP` without it is read as pairs: tables.read returns None for it),
  * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line, a `\r`
  * (a line's terminal states) and what bars.may_be_bar takes for a progress bar and bars.read_bar
- * may read (its forms need `%|`, a `[` before a digit or `:`, a count opening the line, or a
+ * may read (its forms need `%|`, tqdm's `[00:01<00:02, `, a count opening the line, or a
  * non-ASCII `•`: Caffe's `(4.99 iter/s, ...)` stays here);
  * M_NON_ASCII alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
 static int markers(const char *ls, const char *e) {
@@ -246,7 +256,7 @@ static int markers(const char *ls, const char *e) {
             if (e - p >= 2 && (p[1] == 's' || (e - p >= 3 && p[1] == 'i' && p[2] == 't'))) bar = 1;
         }
         if (c == '%' && e - p >= 2 && p[1] == '|') bar = shape = 1;
-        if (c == '[' && e - p >= 2 && (is_digit(p[1]) || p[1] == ':')) shape = 1;
+        if (c == '[' && tqdm_times(p + 1, e)) shape = 1;
         if (c == ']' && e - p >= 4 && memcmp(p + 1, " - ", 3) == 0) bar = 1;
         if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
         if (c == 'E' && titled(p, e)) m |= M_OTHER;
