@@ -71,7 +71,8 @@ CORNERS = [
     "step: 1e20 loss: 0.1\n", "x: 99999999999999999999 (123456789012345678901234)\n",
     " ".join(f"k{i}={i}" for i in range(70)) + "\n",  # more pairs than the C loop takes
     "sep:\t0.5\x1c\n", "a\x1f=\x1f1\n",
-    '{"step": 3, "loss": 0.5}\n', "  all  128  929  0.716  0.604  0.681  0.453\n",
+    '{"step": 3, "loss": 0.5}\n', '{"a": [1, 2.5, true, "3", null], "mode": "eval", "time": 3, "b": " 1e-3 ", "c": false}\n',
+    '{"global_step": 1e999, "x": ' + "9" * 400 + ', "epoch": "2", "y": {"z": 1}}\n', "  all  128  929  0.716  0.604  0.681  0.453\n",
     "Evaluation results for bbox:\n", "|   AP   |  AP50  |\n", "|:------:|:------:|\n", "| 35.1 | 55.2 |\n",
     "after: 1\n", "the best AP is 90.00 loss: 0.2\n", "{metricName: loss, metricValue: 0.3}\n",
     "température: 0.5 loss: 0.4\n", "IoU=0.5 loss: 0.3\n",

@@ -266,33 +266,39 @@ class GenericParser(LineParser):
         return out
 
     def _json(self, s, number, wall_time):
+        """A JSON record's metrics. json.loads gives exact types, so one `type` test per value
+        tells a number, a string, a list, and what is none (bool, null, an object)."""
         try:
             rec = json.loads(s)
         except ValueError:
             return None
-        if not isinstance(rec, dict):
+        if type(rec) is not dict:
             return None
         step = epoch = phase = None
         items = []
         for k, v in rec.items():
-            if isinstance(v, bool) or k in _TIME_KEYS:
+            if k in _TIME_KEYS:
                 continue
-            if isinstance(v, str):
+            t = type(v)
+            if t is float:
+                f = v
+            elif t is int:
+                f = as_float(v)
+            elif t is str:
                 if k in _PHASE_KEYS:
                     phase = PHASE_VAL if v in ("val", "eval", "valid", "validation", "test") else PHASE_TRAIN
                     continue
-                if _NUMBER_TEXT.fullmatch(v) is None:
+                if _NUMBER_TEXT.fullmatch(v) is None or (f := to_float(v)) is None:
                     continue
-                v = to_float(v)
-            if isinstance(v, (int, float)):
-                f = as_float(v)
-                if k in _ITER_KEYS:
-                    step = int(f) if f is not None and math.isfinite(f) else None
-                elif k in _EPOCH_KEYS:
-                    epoch = f
-                elif f is not None:
-                    items.append((k, f))
-            elif isinstance(v, list) and len(v) <= _MAX_LIST:
-                items.extend((f"{k}/{i}", f) for i, x in enumerate(v)
-                             if isinstance(x, (int, float)) and not isinstance(x, bool) and (f := as_float(x)) is not None)
+            else:
+                if t is list and len(v) <= _MAX_LIST:
+                    items.extend((f"{k}/{i}", f) for i, x in enumerate(v)
+                                 if type(x) in (int, float) and (f := as_float(x)) is not None)
+                continue
+            if k in _ITER_KEYS:
+                step = int(f) if f is not None and math.isfinite(f) else None
+            elif k in _EPOCH_KEYS:
+                epoch = f
+            elif f is not None:
+                items.append((k, f))
         return self._emit(items, step, epoch, phase, number, wall_time)
