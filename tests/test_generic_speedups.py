@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from trainvisor.events import with_stream
 from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions
 from trainvisor.parsers import generic
@@ -32,7 +33,7 @@ def events(data: bytes, *, use_c: bool, chunk: int = 65536) -> list:
     block = sp.finish(0.0, 1.5)
     if block:
         out += parser.feed(block)
-    return [comparable(e) for e in out + parser.finish()]
+    return [comparable(e) for e in with_stream(out + parser.finish(), "s")]  # as the pipeline passes them on
 
 
 def comparable(m) -> tuple:
@@ -139,3 +140,12 @@ def test_lines_that_only_look_like_bars_or_tables_are_read_in_c():
     assert [(m.name, m.value, m.line) for m in got] == [
         ("loss", 0.5, 1), ("solver.cpp", 239.0, 2), ("loss", 0.0449, 2), ("Speed", 512.3, 3), ("accuracy", 0.112, 3),
         ("x", 1.0, 4), ("loss", 0.2, 5)]
+
+
+def test_the_c_loop_writes_the_blocks_stream():
+    """Its metrics carry the block's stream already (the pipeline need not copy them); the lines it
+    hands to Python give "stdout", as every parser's, until the pipeline writes the stream."""
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    got = parser.feed(LineSplitter("stderr").feed(b"loss: 0.5\nloss: 0.4\n{\"loss\": 0.3}\nloss: 0.2\n", 0.0, 1.5))
+    assert [(m.value, m.stream) for m in got] == [(0.5, "stdout"), (0.4, "stderr"), (0.3, "stdout"), (0.2, "stderr")]
+    assert {m.stream for m in with_stream(got, "stderr")} == {"stderr"}

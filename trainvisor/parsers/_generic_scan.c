@@ -20,7 +20,7 @@ typedef struct { PyObject *key, *hit; } key_slot; /* a key's str and its (name, 
 
 typedef struct {
     key_slot keys[KEY_SLOTS];
-    PyObject *out, *wall, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
+    PyObject *out, *wall, *stream, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
     PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
     PyObject *coco_prefix;                                /* owned; read from state */
     int fast;
@@ -81,7 +81,8 @@ static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_
 
 /* ---- events ---- */
 
-/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, *defaults). */
+/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, stream, *defaults): the
+ * block's stream, which the pipeline would otherwise write into a copy of each (events.with_stream). */
 static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
                         PyObject *line) {
     Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
@@ -89,7 +90,8 @@ static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *val
     if (!m) return -1;
     PyObject *items[9] = {name, value, step, phase, Py_None, Py_None, epoch, sc->wall, line};
     for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
-    for (Py_ssize_t i = 0; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
+    PyTuple_SET_ITEM(m, 9, Py_NewRef(sc->stream));
+    for (Py_ssize_t i = 1; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
     if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
     int r = PyList_Append(sc->out, m);
     Py_DECREF(m);
@@ -354,7 +356,7 @@ static void scan_clear(scan *sc) {
     Py_CLEAR(sc->out);
 }
 
-/* feed(text, first_line, wall_time, state, env) -> list of events, or NotImplemented for a text
+/* feed(text, first_line, wall_time, stream, state, env) -> list of events, or NotImplemented for a text
  * that has no UTF-8 form (lone surrogates). state: the parser's GenericScanState; env: its ScanEnv. */
 static PyObject *feed(PyObject *self, PyObject *args) {
     PyObject *text, *out = NULL;
@@ -362,7 +364,7 @@ static PyObject *feed(PyObject *self, PyObject *args) {
     scan sc;
     memset(&sc, 0, sizeof sc);
     PyObject *env;
-    if (!PyArg_ParseTuple(args, "UnOOO", &text, &first_line, &sc.wall, &sc.state, &env)) return NULL;
+    if (!PyArg_ParseTuple(args, "UnOUOO", &text, &first_line, &sc.wall, &sc.stream, &sc.state, &env)) return NULL;
     const char *s = PyUnicode_AsUTF8AndSize(text, &len);
     if (!s) {
         PyErr_Clear();
@@ -370,8 +372,8 @@ static PyObject *feed(PyObject *self, PyObject *args) {
     }
     for (int i = 0; i < 7; i++)
         if (!(*env_slot(&sc, i) = PyObject_GetAttrString(env, ENV_FIELDS[i]))) goto done;
-    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyTuple_Check(sc.mtail)) {
-        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache and .held must be dicts, .metric_tail a tuple");
+    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyTuple_Check(sc.mtail) || !PyTuple_GET_SIZE(sc.mtail)) {
+        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache and .held must be dicts, .metric_tail a tuple from stream on");
         goto done;
     }
     sc.atomic_tail = 1;

@@ -24,7 +24,8 @@ values are held, and stay held: a held name printed again with another value, al
 after the start, is a series and its held value is reported then; the others were
 configuration and are never reported.
 Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
-of pairs; every other line comes back to `parse_line` in order (same events).
+of pairs; every other line comes back to `parse_line` in order (same events once the
+pipeline has written the block's stream into them: the C loop writes it already).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
 """
@@ -73,7 +74,8 @@ _TIME_KEYS = frozenset({"timestamp", "time", "wall_time"})
 _PHASE_KEYS = frozenset({"mode", "phase", "split"})
 _NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
 _NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cache starts again
-# Metric's fields after the nine a parser gives (added with defaults): the C loop appends them.
+# Metric's fields after the nine a parser gives (added with defaults): the C loop appends them,
+# the block's stream first (Metrics of the Python loop say "stdout"; the pipeline writes the stream).
 _METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
 
 
@@ -134,7 +136,7 @@ class GenericParser(LineParser):
     def feed(self, block):
         if self._c_feed is not None:
             self._sync()
-            out = self._c_feed(block.text, block.first_line, block.wall_time, self._pos, self._env)
+            out = self._c_feed(block.text, block.first_line, block.wall_time, block.stream, self._pos, self._env)
             if out is not NotImplemented:
                 return out
         return self.feed_lines(block, self.parse_line)
