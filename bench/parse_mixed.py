@@ -21,7 +21,7 @@ router on the prefixed log with rank 0 reported (the default) and with every ran
 The bar section: a log of progress bars rewritten with ``\r`` (tqdm, rich, Keras; the fixtures
 in BAR_FIXTURES, repeated), where every physical line holds many terminal states. It reports
 the generic parser's lines/s on it, and `auto` against the parser it chooses, timed alternately.
-Those fixtures stay out of the format mix: a line of 20 bar states costs 20 lines' work, and the
+Those fixtures stay out of the format mix: a line of many bar states costs each state's work, and the
 mix measures the per-line loop.
 
     python bench/parse_mixed.py [--lines 300000] [--repeat 3] [--ranks-only] [--bars-only]

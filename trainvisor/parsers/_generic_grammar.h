@@ -150,6 +150,19 @@ static int find_pairs(const char *ls, const char *e, pair *prs) {
     return n;
 }
 
+/* ---- index keys (generic.py `_ITER_KEYS`, `_EPOCH_KEYS`, `_STICKY_KEYS`) ---- */
+
+static int key_is(const char *s, const char *e, const char *const *words) {
+    for (; *words; words++)
+        if ((size_t)(e - s) == strlen(*words) && memcmp(s, *words, (size_t)(e - s)) == 0) return 1;
+    return 0;
+}
+
+static const char *const ITER_KEYS[] = {"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter",
+                                        "Iteration", NULL};
+static const char *const EPOCH_KEYS[] = {"epoch", "Epoch", NULL};
+static const char *const STICKY_KEYS[] = {"step", "global_step", "Step", "epoch", "Epoch", NULL};
+
 /* ---- which lines stay in Python ---- */
 
 /* ---- the pycocotools summary line (tables.py `_COCO_RE`, searched) ---- */

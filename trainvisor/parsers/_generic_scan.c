@@ -66,16 +66,6 @@ static PyObject *int_of(const char *s, const char *e) { /* int() of a run of dig
     return r;
 }
 
-static int key_is(const char *s, const char *e, const char *const *words) {
-    for (; *words; words++)
-        if ((size_t)(e - s) == strlen(*words) && memcmp(s, *words, (size_t)(e - s)) == 0) return 1;
-    return 0;
-}
-
-static const char *const ITER_KEYS[] = {"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter",
-                                        "Iteration", NULL};
-static const char *const EPOCH_KEYS[] = {"epoch", "Epoch", NULL};
-static const char *const STICKY_KEYS[] = {"step", "global_step", "Step", "epoch", "Epoch", NULL};
 
 static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_NewRef(v)); }
 
