@@ -18,7 +18,13 @@ The rank section reports lines/s of: the bare generic parser on the unprefixed l
 baseline), the router on that same unprefixed log (what a log without ranks pays), and the
 router on the prefixed log with rank 0 reported (the default) and with every rank.
 
-    python bench/parse_mixed.py [--lines 300000] [--repeat 3] [--ranks-only]
+The bar section: a log of progress bars rewritten with ``\r`` (tqdm, rich, Keras; the fixtures
+in BAR_FIXTURES, repeated), where every physical line holds many terminal states. It reports
+the generic parser's lines/s on it, and `auto` against the parser it chooses, timed alternately.
+Those fixtures stay out of the format mix: a line of many bar states costs each state's work, and the
+mix measures the per-line loop.
+
+    python bench/parse_mixed.py [--lines 300000] [--repeat 3] [--ranks-only] [--bars-only]
 """
 from __future__ import annotations
 
@@ -38,22 +44,30 @@ RANKS = 4
 # One format per section: the rank-prefixed fixtures (and the ordinary numbered log written for
 # the rank tests) stay out of the format mix, which the rank section measures on its own.
 NOT_A_FORMAT = ("ranks-", "numbered-steps")
+# Progress bars rewritten with \r: measured in their own section (bars_section).
+BAR_FIXTURES = ("tqdm-cr", "rich-bar", "keras3-bar", "lightning-tqdm-steps", "lightning-rich-pty")
 
 
 def format_fixtures() -> list:
-    return [p for p in sorted(FIXTURES.glob("*.log")) if not p.name.startswith(NOT_A_FORMAT)]
+    return [p for p in sorted(FIXTURES.glob("*.log")) if not p.name.startswith(NOT_A_FORMAT + BAR_FIXTURES)]
 
 
-def mixed_log(lines: int):
+def bar_fixtures() -> list:
+    return [p for p in sorted(FIXTURES.glob("*.log")) if p.name.startswith(BAR_FIXTURES)]
+
+
+def mixed_log(lines: int, fixtures=None, stem: str = "mixed"):
+    """`fixtures` (the format mix by default), each repeated 20 times in turn, to `lines` lines.
+    The format mix is read as text (a CRLF ending becomes LF); other fixtures keep every \r."""
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"mixed-{lines}.log"
+    path = OUT / f"{stem}-{lines}.log"
     if path.exists() and path.stat().st_size > 0:
         return path
-    sections = [p.read_text() for p in format_fixtures()]
+    sections = [p.read_bytes().decode() for p in fixtures] if fixtures else [p.read_text() for p in format_fixtures()]
     # each section repeated so a block holds runs of one format, as a real log has
     chunk = "".join(s * 20 for s in sections)
     per = chunk.count("\n")
-    with open(path, "w") as fh:
+    with open(path, "w", newline="") as fh:  # the fixtures' \r stay as they are
         for _ in range(lines // per + 1):
             fh.write(chunk)
     return path
@@ -115,10 +129,35 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ranks-only", action="store_true", help="Only the rank-prefix section.")
+    ap.add_argument("--bars-only", action="store_true", help="Only the progress-bar section.")
     a = ap.parse_args()
-    if not a.ranks_only:
+    if not (a.ranks_only or a.bars_only):
         formats_section(a.lines, a.repeat)
-    ranks_section(a.lines, a.repeat)
+    if not a.bars_only:
+        ranks_section(a.lines, a.repeat)
+    if not a.ranks_only:
+        bars_section(a.lines, a.repeat)
+
+
+def bars_section(lines: int, repeat: int) -> None:
+    """Generic on the bar log, and auto against its choice, alternated (as the format section)."""
+    log = mixed_log(lines // 10, bar_fixtures(), "bars")
+    n = sum(1 for _ in open(log, "rb"))
+    states = log.read_bytes().count(b"\r") + n
+    parse(log, "auto")
+    chosen = parse.last_parser.chosen
+    labels = ("generic", "auto", chosen) if chosen != "generic" else ("generic", "auto")
+    events, times = {}, {}
+    for _ in range(repeat):
+        for label in labels:
+            t = best_of(1, lambda: events.__setitem__(label, parse(log, label)))
+            times[label] = min(times.get(label, t), t)
+    print(f"progress bars: {log.name}, {n} lines, {states} terminal states, "
+          f"{', '.join(p.stem for p in bar_fixtures())}")
+    for label, t in times.items():
+        print(f"  {label:<12} {n / t / 1e6:6.3f} M lines/s {states / t / 1e6:6.3f} M states/s   "
+              f"{events[label]:>8} events")
+    print(f"auto chose {chosen!r}; auto / {chosen}: {times['auto'] / times[chosen]:.2f}x")
 
 
 def formats_section(lines: int, repeat: int) -> None:

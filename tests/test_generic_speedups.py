@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from trainvisor.events import with_stream
 from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions
 from trainvisor.parsers import generic
@@ -32,7 +33,7 @@ def events(data: bytes, *, use_c: bool, chunk: int = 65536) -> list:
     block = sp.finish(0.0, 1.5)
     if block:
         out += parser.feed(block)
-    return [comparable(e) for e in out + parser.finish()]
+    return [comparable(e) for e in with_stream(out + parser.finish(), "s")]  # as the pipeline passes them on
 
 
 def comparable(m) -> tuple:
@@ -53,6 +54,12 @@ def test_c_and_python_loops_agree_on_every_log(log, chunk):
     assert c_events == events(data, use_c=False, chunk=chunk)
 
 
+# Lines no read_bar form or evaluation table takes, though they hold `/s`, `[0]`, `mAP`, `Evaluat`.
+LOOKS_LIKE_A_BAR_OR_TABLE = [
+    "I1231 23:58:10.052812  4242 solver.cpp:239] Iteration 50 (4.99978 iter/s, 10.0004s/50 iters), loss = 0.0449\n",
+    "INFO:root:Epoch[0] Batch [20]\tSpeed: 512.30 samples/sec\taccuracy=0.112\n",
+    "Class Images P R mAP50 mAP50-95 x=1\n", "d2 INFO: Evaluating predictions loss: 0.2\n",
+]
 CORNERS = [
     "loss: 0.5\n",  # starts the training: every corner below is read by the C loop
     "a=1.#INF b=1.#INF: c=-1.#QNAN0 d=1.#IND\n",  # a failed Windows spelling falls back to "1."
@@ -65,7 +72,8 @@ CORNERS = [
     "step: 1e20 loss: 0.1\n", "x: 99999999999999999999 (123456789012345678901234)\n",
     " ".join(f"k{i}={i}" for i in range(70)) + "\n",  # more pairs than the C loop takes
     "sep:\t0.5\x1c\n", "a\x1f=\x1f1\n",
-    '{"step": 3, "loss": 0.5}\n', "  all  128  929  0.716  0.604  0.681  0.453\n",
+    '{"step": 3, "loss": 0.5}\n', '{"a": [1, 2.5, true, "3", null], "mode": "eval", "time": 3, "b": " 1e-3 ", "c": false}\n',
+    '{"global_step": 1e999, "x": ' + "9" * 400 + ', "epoch": "2", "y": {"z": 1}}\n', "  all  128  929  0.716  0.604  0.681  0.453\n",
     "Evaluation results for bbox:\n", "|   AP   |  AP50  |\n", "|:------:|:------:|\n", "| 35.1 | 55.2 |\n",
     "after: 1\n", "the best AP is 90.00 loss: 0.2\n", "{metricName: loss, metricValue: 0.3}\n",
     "température: 0.5 loss: 0.4\n", "IoU=0.5 loss: 0.3\n",
@@ -82,6 +90,11 @@ CORNERS = [
     " Average Precision  (AX) @[ IoU=0.50 | area= all | maxDets=100 ] = 0.4 acc: 0.9\n",
     "Evaluate annotation type *bbox*\n",
     " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.25\n",
+    # what only looks like a bar or a table stays in the C loop; what read_bar or tables.read may read does not
+    *LOOKS_LIKE_A_BAR_OR_TABLE,
+    "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
+    "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]\n", "y: 5it [00:01, 3.0it/s, acc=1]\n", "z [00:0<x, 1/s w=2\n",
+    "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",
 ]
 
 
@@ -102,7 +115,8 @@ def test_a_step_in_parentheses_sets_the_step_in_both_loops():
 ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|") + [
     "step", "epoch", "loss", "IoU", "mAP", "all ", "1.#INF", "nan", "inf", "(step ", "\n", "é", "metricName",
     "Average Precision (AP) @[ IoU=", "Average Recall  (AR) @[", "IoU=0.50:0.95", " | area=", "small", "| maxDets=",
-    "] = ", "IoU metric: "])
+    "] = ", "IoU metric: ", "iter/s", "/s", "/it", "%|", "[00:01<00:02, ", "[0:1, ", "_mAP", "Evaluating ",
+    "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 "])
 
 
 @settings(max_examples=300, deadline=None)
@@ -110,3 +124,28 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
 def test_random_text_agrees(pieces, chunk):
     data = ("loss: 0.5\n" + "".join(pieces) + "\n").encode()
     assert events(data, use_c=True, chunk=chunk) == events(data, use_c=False, chunk=chunk)
+
+
+def test_lines_that_only_look_like_bars_or_tables_are_read_in_c():
+    """Caffe's ``(4.99 iter/s, ...)``, MXNet's ``Epoch[0] ... samples/sec``, a ``mAP50`` header
+    and a d2 ``Evaluating ...`` line go to no Python: no read_bar form or table takes them."""
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    handed = []
+    python_line = parser._env.line
+    parser._env = parser._env._replace(line=lambda t, n, w: handed.append(t) or python_line(t, n, w))
+    data = "".join(["loss: 0.5\n"] + LOOKS_LIKE_A_BAR_OR_TABLE).encode()
+    sp = LineSplitter("s")
+    got = parser.feed(sp.feed(data, 0.0, 1.5))
+    assert handed == ["loss: 0.5"]
+    assert [(m.name, m.value, m.line) for m in got] == [
+        ("loss", 0.5, 1), ("solver.cpp", 239.0, 2), ("loss", 0.0449, 2), ("Speed", 512.3, 3), ("accuracy", 0.112, 3),
+        ("x", 1.0, 4), ("loss", 0.2, 5)]
+
+
+def test_the_c_loop_writes_the_blocks_stream():
+    """Its metrics carry the block's stream already (the pipeline need not copy them); the lines it
+    hands to Python give "stdout", as every parser's, until the pipeline writes the stream."""
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    got = parser.feed(LineSplitter("stderr").feed(b"loss: 0.5\nloss: 0.4\n{\"loss\": 0.3}\nloss: 0.2\n", 0.0, 1.5))
+    assert [(m.value, m.stream) for m in got] == [(0.5, "stdout"), (0.4, "stderr"), (0.3, "stdout"), (0.2, "stderr")]
+    assert {m.stream for m in with_stream(got, "stderr")} == {"stderr"}

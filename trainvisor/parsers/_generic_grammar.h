@@ -150,6 +150,19 @@ static int find_pairs(const char *ls, const char *e, pair *prs) {
     return n;
 }
 
+/* ---- index keys (generic.py `_ITER_KEYS`, `_EPOCH_KEYS`, `_STICKY_KEYS`) ---- */
+
+static int key_is(const char *s, const char *e, const char *const *words) {
+    for (; *words; words++)
+        if ((size_t)(e - s) == strlen(*words) && memcmp(s, *words, (size_t)(e - s)) == 0) return 1;
+    return 0;
+}
+
+static const char *const ITER_KEYS[] = {"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter",
+                                        "Iteration", NULL};
+static const char *const EPOCH_KEYS[] = {"epoch", "Epoch", NULL};
+static const char *const STICKY_KEYS[] = {"step", "global_step", "Step", "epoch", "Epoch", NULL};
+
 /* ---- which lines stay in Python ---- */
 
 /* ---- the pycocotools summary line (tables.py `_COCO_RE`, searched) ---- */
@@ -209,10 +222,34 @@ static int find_coco(const char *ls, const char *e, coco_line *c) {
 
 enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
 
+/* The ASCII bytes that open a marker below (the first byte of each test); a line is mostly others. */
+static const unsigned char MARK_BYTE[128] = {['\r'] = 1, ['/'] = 1, ['%'] = 1, ['['] = 1, [']'] = 1,
+                                             ['I'] = 1, ['E'] = 1, ['A'] = 1, ['N'] = 1};
+
+static int is_time(char c) { return is_digit(c) || c == ':'; }
+static int is_eta(char c) { return is_time(c) || c == '?'; }
+
+/* After a `[`: tqdm's times as read_bar's second form needs them, `[\d:]+(?:<[\d:?]+)?, `. */
+static int tqdm_times(const char *p, const char *e) {
+    const char *q = run(p, e, is_time);
+    if (q && q < e && *q == '<') q = run(q + 1, e, is_eta);
+    return q && e - q >= 2 && q[0] == ',' && q[1] == ' ';
+}
+
+/* What of an `Evaluat` the tables take (`_COCO_TYPE_RE`, `_MD_TITLE_RE`): another
+ * (`Evaluating predictions`) leaves the line to the pairs, in either loop. */
+static int titled(const char *p, const char *e) {
+    return (e - p >= 26 && memcmp(p, "Evaluate annotation type *", 26) == 0)
+           || (e - p >= 23 && memcmp(p, "Evaluation results for ", 23) == 0);
+}
+
 /* What of a line the evaluation tables, the JSON or the Katib reader may take (generic.py,
- * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for `Evaluat`, `mAP`,
+ * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for a title (`titled`),
+ * `_mAP` (a `mAP` without it is read as pairs: tables.read returns None for it),
  * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line, a `\r`
- * (a line's terminal states) and what bars.may_be_bar takes for a progress bar;
+ * (a line's terminal states) and what bars.may_be_bar takes for a progress bar and bars.read_bar
+ * may read (its forms need `%|`, tqdm's `[00:01<00:02, `, a count opening the line, or a
+ * non-ASCII `•`: Caffe's `(4.99 iter/s, ...)` stays here);
  * M_NON_ASCII alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
 static int markers(const char *ls, const char *e) {
     const char *a = skip_ws(ls, e), *z = e;
@@ -221,28 +258,28 @@ static int markers(const char *ls, const char *e) {
     if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_OTHER;
     if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_OTHER;
     int slash = 0, bar = 0;  /* bars.may_be_bar: a '/' and one of "%|", "/s", "/it", "] - " */
+    int shape = a < z && is_digit(*a); /* what read_bar needs: "%|", "[" then a digit or ':', or a count first */
     for (const char *p = ls; p < e; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c >= 'a') {
-            if (c >= 0x80) return M_NON_ASCII;
-            continue;
-        }
+        if (c < 0x80 && !MARK_BYTE[c]) continue;  /* most bytes: one table read */
+        if (c >= 0x80) return M_NON_ASCII;
         if (c == '\r') m |= M_OTHER;  /* a rewritten line: its states, one by one, in Python */
         if (c == '/') {
             slash = 1;
             if (e - p >= 2 && (p[1] == 's' || (e - p >= 3 && p[1] == 'i' && p[2] == 't'))) bar = 1;
         }
-        if (c == '%' && e - p >= 2 && p[1] == '|') bar = 1;
+        if (c == '%' && e - p >= 2 && p[1] == '|') bar = shape = 1;
+        if (c == '[' && tqdm_times(p + 1, e)) shape = 1;
         if (c == ']' && e - p >= 4 && memcmp(p + 1, " - ", 3) == 0) bar = 1;
         if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
-        if (c == 'E' && e - p >= 7 && memcmp(p, "Evaluat", 7) == 0) m |= M_OTHER;
+        if (c == 'E' && titled(p, e)) m |= M_OTHER;
         if (c == 'A' && e - p >= 2 && p[1] == 'P') {
-            if (p > ls && p[-1] == 'm') m |= M_OTHER;
+            if (p - ls >= 2 && p[-1] == 'm' && p[-2] == '_') m |= M_OTHER;
             if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) m |= M_OTHER;
         }
         if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_OTHER;
     }
-    if (slash && bar) m |= M_OTHER;  /* maybe a progress bar: bars.py reads it */
+    if (slash && bar && shape) m |= M_OTHER;  /* maybe a progress bar: bars.py reads it */
     return m;
 }
 

@@ -14,8 +14,13 @@
 #include "../_native/fastnum.h"
 #include "_generic_grammar.h"
 
+#define KEY_SLOTS 64 /* a block's recent keys: a log repeats a few names on every line */
+
+typedef struct { PyObject *key, *hit; } key_slot; /* a key's str and its (name, phase) once known; owned */
+
 typedef struct {
-    PyObject *out, *wall, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
+    key_slot keys[KEY_SLOTS];
+    PyObject *out, *wall, *stream, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
     PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
     PyObject *coco_prefix;                                /* owned; read from state */
     int fast;
@@ -61,22 +66,13 @@ static PyObject *int_of(const char *s, const char *e) { /* int() of a run of dig
     return r;
 }
 
-static int key_is(const char *s, const char *e, const char *const *words) {
-    for (; *words; words++)
-        if ((size_t)(e - s) == strlen(*words) && memcmp(s, *words, (size_t)(e - s)) == 0) return 1;
-    return 0;
-}
-
-static const char *const ITER_KEYS[] = {"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter",
-                                        "Iteration", NULL};
-static const char *const EPOCH_KEYS[] = {"epoch", "Epoch", NULL};
-static const char *const STICKY_KEYS[] = {"step", "global_step", "Step", "epoch", "Epoch", NULL};
 
 static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_NewRef(v)); }
 
 /* ---- events ---- */
 
-/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, *defaults). */
+/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, stream, *defaults): the
+ * block's stream, which the pipeline would otherwise write into a copy of each (events.with_stream). */
 static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
                         PyObject *line) {
     Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
@@ -84,18 +80,43 @@ static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *val
     if (!m) return -1;
     PyObject *items[9] = {name, value, step, phase, Py_None, Py_None, epoch, sc->wall, line};
     for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
-    for (Py_ssize_t i = 0; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
+    PyTuple_SET_ITEM(m, 9, Py_NewRef(sc->stream));
+    for (Py_ssize_t i = 1; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
     if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
     int r = PyList_Append(sc->out, m);
     Py_DECREF(m);
     return r;
 }
 
-/* The metric of `key`: its (name, phase) from the parser's cache, or its `resolve` on a miss. */
+static key_slot *slot_of(scan *sc, const char *s, const char *e) { /* FNV-1a of the key's bytes */
+    uint32_t h = 2166136261u;
+    for (; s < e; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return &sc->keys[h % KEY_SLOTS];
+}
+
+/* The str of the key at s..e (ASCII): this block's if it met it lately, else a new one. New ref. */
+static PyObject *key_str(scan *sc, const char *s, const char *e) {
+    key_slot *k = slot_of(sc, s, e);
+    Py_ssize_t n = e - s;
+    if (k->key && PyUnicode_GET_LENGTH(k->key) == n && memcmp(PyUnicode_DATA(k->key), s, (size_t)n) == 0)
+        return Py_NewRef(k->key);
+    PyObject *key = PyUnicode_FromStringAndSize(s, n);
+    if (!key) return NULL;
+    Py_XSETREF(k->key, Py_NewRef(key));
+    Py_CLEAR(k->hit);
+    return key;
+}
+
+/* The metric of `key`: its (name, phase) remembered in its slot, from the parser's cache, or its
+ * `resolve` on a miss (a pure function of the key: a block may keep what it found). */
 static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
-    PyObject *hit = PyDict_GetItemWithError(sc->cache, key);
+    const char *ks = PyUnicode_DATA(key);
+    key_slot *k = slot_of(sc, ks, ks + PyUnicode_GET_LENGTH(key));
+    PyObject *hit = k->key == key ? k->hit : NULL;
     if (hit) Py_INCREF(hit);
+    else if ((hit = PyDict_GetItemWithError(sc->cache, key))) Py_INCREF(hit);
     else if (PyErr_Occurred() || !(hit = PyObject_CallOneArg(sc->resolve, key))) return -1;
+    if (k->key == key) set_ref(&k->hit, hit);
     int r = -1;
     if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2)
         PyErr_SetString(PyExc_TypeError, "GenericParser names must be (name, phase)");
@@ -186,7 +207,7 @@ static int read_pair(scan *sc, const pair *p, PyObject **step, PyObject **sfx, P
     } else if (v == Py_None) {
         Py_DECREF(v);
     } else {
-        PyObject *key = PyUnicode_FromStringAndSize(p->ks, p->ke - p->ks);
+        PyObject *key = key_str(sc, p->ks, p->ke);
         if (!key) return Py_DECREF(v), -1;
         keys[*ni] = key;
         vals[(*ni)++] = v;
@@ -315,13 +336,17 @@ static PyObject **env_slot(scan *sc, int i) {
 }
 
 static void scan_clear(scan *sc) {
+    for (int i = 0; i < KEY_SLOTS; i++) {
+        Py_CLEAR(sc->keys[i].key);
+        Py_CLEAR(sc->keys[i].hit);
+    }
     for (int i = 0; i < 7; i++) Py_CLEAR(*env_slot(sc, i));
     for (int i = 0; i < 4; i++) Py_CLEAR(*state_slot(sc, i));
     Py_CLEAR(sc->coco_prefix);
     Py_CLEAR(sc->out);
 }
 
-/* feed(text, first_line, wall_time, state, env) -> list of events, or NotImplemented for a text
+/* feed(text, first_line, wall_time, stream, state, env) -> list of events, or NotImplemented for a text
  * that has no UTF-8 form (lone surrogates). state: the parser's GenericScanState; env: its ScanEnv. */
 static PyObject *feed(PyObject *self, PyObject *args) {
     PyObject *text, *out = NULL;
@@ -329,7 +354,7 @@ static PyObject *feed(PyObject *self, PyObject *args) {
     scan sc;
     memset(&sc, 0, sizeof sc);
     PyObject *env;
-    if (!PyArg_ParseTuple(args, "UnOOO", &text, &first_line, &sc.wall, &sc.state, &env)) return NULL;
+    if (!PyArg_ParseTuple(args, "UnOUOO", &text, &first_line, &sc.wall, &sc.stream, &sc.state, &env)) return NULL;
     const char *s = PyUnicode_AsUTF8AndSize(text, &len);
     if (!s) {
         PyErr_Clear();
@@ -337,8 +362,8 @@ static PyObject *feed(PyObject *self, PyObject *args) {
     }
     for (int i = 0; i < 7; i++)
         if (!(*env_slot(&sc, i) = PyObject_GetAttrString(env, ENV_FIELDS[i]))) goto done;
-    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyTuple_Check(sc.mtail)) {
-        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache and .held must be dicts, .metric_tail a tuple");
+    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyTuple_Check(sc.mtail) || !PyTuple_GET_SIZE(sc.mtail)) {
+        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache and .held must be dicts, .metric_tail a tuple from stream on");
         goto done;
     }
     sc.atomic_tail = 1;

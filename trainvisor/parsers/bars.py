@@ -94,21 +94,54 @@ def _tqdm_state(m: re.Match) -> BarState:
     rate = None
     pairs = []
     for part in inner.split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
-        part = part.strip()
-        pm = _TQDM_PAIR_RE.match(part)
-        if pm is None:
-            rate = _rate(part) if rate is None else rate
-        elif pm.group(1) not in _BOOKKEEPING:
-            v = to_float(pm.group(2))
-            if v is not None:
-                pairs.append((pm.group(1), v))
+        name, v = _tqdm_part(part)
+        if name == "":
+            rate = v if rate is None else rate
+        elif name is not None:
+            pairs.append((name, v))
     return _state(desc, n, total, tuple(pairs), rate)
 
 
+# A bar redraws the same description and postfix parts state after state: what they say is
+# remembered (pure functions of the text; bounded like the name tables; a NaN never, since
+# nan != nan makes a state with one a changed state each time).
+_PART_MEMO: dict[str, tuple] = {}
+_DESC_MEMO: dict[str, tuple] = {}
+_MEMO_LIMIT = 4096
+
+
+def _remember(memo: dict, key: str, value: tuple) -> None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
+def _tqdm_part(raw: str) -> tuple:
+    """One part of a tqdm bar's bracket after its times: (name, value) of a postfix pair,
+    ("", rate) of another part (the rate, maybe None), (None, None) of one that is no metric."""
+    hit = _PART_MEMO.get(raw)
+    if hit is None:
+        part = raw.strip()
+        pm = _TQDM_PAIR_RE.match(part)
+        if pm is None:
+            hit = ("", _rate(part))
+        elif pm.group(1) in _BOOKKEEPING or (v := to_float(pm.group(2))) is None:
+            hit = (None, None)
+        else:
+            hit = (pm.group(1), v)
+        if hit[1] == hit[1]:
+            _remember(_PART_MEMO, raw, hit)
+    return hit
+
+
 def _state(desc: str, n: str, total: Optional[str], pairs: tuple, rate: Optional[float]) -> BarState:
-    desc = desc.strip().rstrip(":").rstrip()
-    em = _EPOCH_RE.search(desc)
-    return BarState(desc, int(n), int(total) if total else None, pairs, rate, int(em.group(1)) if em else None)
+    hit = _DESC_MEMO.get(desc)
+    if hit is None:
+        stripped = desc.strip().rstrip(":").rstrip()
+        em = _EPOCH_RE.search(stripped)
+        hit = (stripped, int(em.group(1)) if em else None)
+        _remember(_DESC_MEMO, desc, hit)
+    return BarState(hit[0], int(n), int(total) if total else None, pairs, rate, hit[1])
 
 
 def _rate(text: str) -> Optional[float]:

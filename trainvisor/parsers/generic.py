@@ -24,7 +24,8 @@ values are held, and stay held: a held name printed again with another value, al
 after the start, is a series and its held value is reported then; the others were
 configuration and are never reported.
 Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
-of pairs; every other line comes back to `parse_line` in order (same events).
+of pairs; every other line comes back to `parse_line` in order (same events once the
+pipeline has written the block's stream into them: the C loop writes it already).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
 """
@@ -73,7 +74,8 @@ _TIME_KEYS = frozenset({"timestamp", "time", "wall_time"})
 _PHASE_KEYS = frozenset({"mode", "phase", "split"})
 _NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
 _NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cache starts again
-# Metric's fields after the nine a parser gives (added with defaults): the C loop appends them.
+# Metric's fields after the nine a parser gives (added with defaults): the C loop appends them,
+# the block's stream first (Metrics of the Python loop say "stdout"; the pipeline writes the stream).
 _METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
 
 
@@ -134,7 +136,7 @@ class GenericParser(LineParser):
     def feed(self, block):
         if self._c_feed is not None:
             self._sync()
-            out = self._c_feed(block.text, block.first_line, block.wall_time, self._pos, self._env)
+            out = self._c_feed(block.text, block.first_line, block.wall_time, block.stream, self._pos, self._env)
             if out is not NotImplemented:
                 return out
         return self.feed_lines(block, self.parse_line)
@@ -266,33 +268,39 @@ class GenericParser(LineParser):
         return out
 
     def _json(self, s, number, wall_time):
+        """A JSON record's metrics. json.loads gives exact types, so one `type` test per value
+        tells a number, a string, a list, and what is none (bool, null, an object)."""
         try:
             rec = json.loads(s)
         except ValueError:
             return None
-        if not isinstance(rec, dict):
+        if type(rec) is not dict:
             return None
         step = epoch = phase = None
         items = []
         for k, v in rec.items():
-            if isinstance(v, bool) or k in _TIME_KEYS:
+            if k in _TIME_KEYS:
                 continue
-            if isinstance(v, str):
+            t = type(v)
+            if t is float:
+                f = v
+            elif t is int:
+                f = as_float(v)
+            elif t is str:
                 if k in _PHASE_KEYS:
                     phase = PHASE_VAL if v in ("val", "eval", "valid", "validation", "test") else PHASE_TRAIN
                     continue
-                if _NUMBER_TEXT.fullmatch(v) is None:
+                if _NUMBER_TEXT.fullmatch(v) is None or (f := to_float(v)) is None:
                     continue
-                v = to_float(v)
-            if isinstance(v, (int, float)):
-                f = as_float(v)
-                if k in _ITER_KEYS:
-                    step = int(f) if f is not None and math.isfinite(f) else None
-                elif k in _EPOCH_KEYS:
-                    epoch = f
-                elif f is not None:
-                    items.append((k, f))
-            elif isinstance(v, list) and len(v) <= _MAX_LIST:
-                items.extend((f"{k}/{i}", f) for i, x in enumerate(v)
-                             if isinstance(x, (int, float)) and not isinstance(x, bool) and (f := as_float(x)) is not None)
+            else:
+                if t is list and len(v) <= _MAX_LIST:
+                    items.extend((f"{k}/{i}", f) for i, x in enumerate(v)
+                                 if type(x) in (int, float) and (f := as_float(x)) is not None)
+                continue
+            if k in _ITER_KEYS:
+                step = int(f) if f is not None and math.isfinite(f) else None
+            elif k in _EPOCH_KEYS:
+                epoch = f
+            elif f is not None:
+                items.append((k, f))
         return self._emit(items, step, epoch, phase, number, wall_time)
