@@ -52,7 +52,7 @@ EXPECTED = {
                 ("accuracy", 0.9672, 60000, "test", None, None, 1.0),  # the program's word, at the epoch's end
                 ("loss", 3.105, 3 * 390 + 100, "train", None, None, 3.0), ("lr", 1e-03, 1270, "train", None, None, 3.0),
                 ("acc@1", 75.0, 1270, "val", None, None, 3.0)],  # timm; [78/78] counts test batches: at the training step
-    "detectron2": [("output/model_0000999.pth", "pth", 999, None), ("bbox/AP", 30.1, 19, "val", None, None, None)],
+    "detectron2": [("output/model_0000999.pth", "pth", 999, None), ("bbox/AP", 30.1, 999, "val", None, None, None)],
     "mmdet": [("loss", 0.7, 50, "train", None, None, 1.0), ("/data/work_dirs/faster_rcnn/epoch_1.pth", "pth", None, 1.0),
               ("coco/bbox_mAP", 0.3, 100, "val", None, None, 1.0)],
     "yolo": [("mAP@.5:.95", 0.2, None, "val", None, None, 0.0), ("total_loss", 10.7, 10, "train", None, None, 1.0),

@@ -5,8 +5,13 @@ detectron2 prints one evaluation up to three times: the pycocotools summary
 decimals), then ``copypaste:`` lines (percent, 4 decimals). It is reported once:
 the tables (read by the shared `EvalTables`) are held until the ``copypaste:``
 values of their task arrive, which replace the names they repeat; whatever
-they do not repeat (the summary's AR values) is reported with them, and a table
-no copypaste follows is reported at the next event or at the end of the stream.
+they do not repeat (the summary's AR values) is reported with them.
+
+Evaluation results are filed at the iteration of the next ``iter:`` line: detectron2's
+hooks run in order after a step (checkpointer, EvalHook, then PeriodicWriter), so the
+evaluation after iteration N is printed before the writer's ``iter: N`` line. They are
+reported with that line (live, at most one writer period later), or at the end of the
+stream with the last iteration known.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ class Detectron2Parser(LineParser):
         self._header: list[str] = []
         self._tables = EvalTables()
         self._held: list[Metric] = []  # table values waiting for their copypaste
+        self._evals: list[Metric] = []  # evaluation results waiting for the writer's iteration
 
     def parse_line(self, text, number, wall_time):
         out = self._parse(text, number, wall_time)
@@ -48,10 +54,6 @@ class Detectron2Parser(LineParser):
             table = self._tables.read(text, number, wall_time, self._iter, None)
             if table:
                 self._held.extend(table)
-            return None
-        if out and self._held:
-            held, self._held = self._held, []
-            return held + out
         return out
 
     def feed(self, block):
@@ -59,8 +61,13 @@ class Detectron2Parser(LineParser):
         return self.feed_lines(block, self._parse if fast else self.parse_line)
 
     def finish(self):
-        held, self._held = self._held, []
-        return held
+        return self._release(self._iter)
+
+    def _release(self, iteration):
+        """Every evaluation value waiting (copypaste results, tables no copypaste followed), at `iteration`."""
+        waiting = self._evals + self._held
+        self._evals, self._held = [], []
+        return [m._replace(iteration=iteration) for m in waiting]
 
     def _copypaste(self, values: list[Metric]) -> list[Metric]:
         """The copypaste values, after the held table values they do not repeat."""
@@ -74,7 +81,7 @@ class Detectron2Parser(LineParser):
             if m is None:
                 return None
             it = self._iter = int(m.group(1))
-            out = []
+            out = self._release(it) if self._evals or self._held else []
             for key, raw in _KV_RE.findall(text, m.end()):
                 v = to_float(raw)
                 if v is not None:
@@ -93,10 +100,11 @@ class Detectron2Parser(LineParser):
             if len(values) != len(self._header):
                 return None
             prefix = self._task + "/" if self._task else ""
-            return self._copypaste([
+            self._evals.extend(self._copypaste([
                 Metric(prefix + h, v, self._iter, PHASE_VAL, None, None, None, wall_time, number)
                 for h, v in zip(self._header, values)
-            ])
+            ]))
+            return []
         if "Saving checkpoint to " in text:
             m = _CKPT_RE.search(text)
             if m:
