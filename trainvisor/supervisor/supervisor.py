@@ -212,11 +212,23 @@ class Supervisor:
         pipeline_thread = threading.Thread(
             target=self._pipeline_loop, args=(q, budgets, len(readers)), name="trainvisor-pipeline", daemon=True
         )
-        for r in readers:
-            r.start()
-        pipeline_thread.start()
+        # The handlers go in before the readers start: until a reader passes the child's first
+        # bytes on, nobody who watches its output can have reacted to it with a signal, so none
+        # is lost to a disposition we are about to replace (SIG_IGN when started with `&`).
+        waker = Waker(proc.pid)
+        handlers = SignalHandlers(forward=self.send_signal if self.forward_signals else None,
+                                  on_child=waker.notify if reaper is not None else None)
+        signals_on = handlers.install()
+        try:
+            for r in readers:
+                r.start()
+            pipeline_thread.start()
+        except BaseException:
+            handlers.restore()
+            waker.close()
+            raise
         tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token)
-        killed = self._wait_and_end(proc, tree, reaper)
+        killed = self._wait_and_end(proc, tree, reaper, waker, handlers, signals_on)
         self._join_readers(readers)
         pipeline_thread.join()
         for pipe in (proc.stdout, proc.stderr):
@@ -233,13 +245,10 @@ class Supervisor:
             signalled_by=self._signalled_by,
         )
 
-    def _wait_and_end(self, proc: subprocess.Popen, tree: ProcessTree, reaper: Optional[Reaper]) -> int:
+    def _wait_and_end(self, proc: subprocess.Popen, tree: ProcessTree, reaper: Optional[Reaper], waker: Waker,
+                      handlers: SignalHandlers, signals_on: bool) -> int:
         """Wait for the child (reaping orphans meanwhile), then end what is left
-        of its tree; returns how many processes had to be killed."""
-        waker = Waker(proc.pid)
-        handlers = SignalHandlers(forward=self.send_signal if self.forward_signals else None,
-                                  on_child=waker.notify if reaper is not None else None)
-        signals_on = handlers.install()
+        of its tree; returns how many processes had to be killed. Restores `handlers`."""
         killed = 0
         try:
             killed += self._wait_child(proc, tree, waker, reaper, sigchld=signals_on and reaper is not None)
