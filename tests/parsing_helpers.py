@@ -52,11 +52,18 @@ def same(a: float, b: float) -> bool:
 
 
 
-def feed_pieces(parser, pieces) -> list:
-    """Events of `parser` for the bytes `pieces`, each one read as it would arrive."""
-    sp = LineSplitter("log")
-    blocks = [sp.feed(piece, 0.0, 0.0) for piece in pieces] + [sp.finish(0.0, 0.0)]
-    return [e for b in blocks if b is not None for e in parser.feed(b)] + parser.finish()
+def feed_pieces(parser, pieces, *, stream: str = "log", wall_time: float = 0.0, finish: bool = True) -> list:
+    """Events of `parser` for the bytes `pieces`, each one read as it would arrive (and, with
+    `finish`, what it holds at the end)."""
+    sp = LineSplitter(stream)
+    blocks = [sp.feed(piece, 0.0, wall_time) for piece in pieces] + [sp.finish(0.0, wall_time)]
+    out = [e for b in blocks if b is not None for e in parser.feed(b)]
+    return out + parser.finish() if finish else out
+
+
+def chunks(data: bytes, size: int) -> list[bytes]:
+    """`data` in pieces of `size` bytes, as a pipe read of that size gives them."""
+    return [data[i:i + size] for i in range(0, len(data), size)]
 
 
 def chunked_events(path, parser_name: str, chunk: int) -> list:

@@ -9,11 +9,11 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions
 from trainvisor.parsers import caffe
 
 from .conftest import FIXTURES, REAL_LOGS
+from .parsing_helpers import chunks, feed_pieces
 
 pytestmark = pytest.mark.skipif(caffe._c_parse_block is None, reason="C speedup not built (no compiler at install)")
 
@@ -24,16 +24,7 @@ def events_both_ways(data: bytes, *, chunk: int = 65536, ipe=None):
         parser = caffe.CaffeParser(ParserOptions(year=2026, iters_per_epoch=ipe))
         if not use_c:
             parser._c_loop = None
-        sp = LineSplitter("s")
-        out = []
-        for i in range(0, len(data), chunk):
-            block = sp.feed(data[i:i + chunk], 0.0, 1.5)
-            if block:
-                out += parser.feed(block)
-        block = sp.finish(0.0, 1.5)
-        if block:
-            out += parser.feed(block)
-        results.append(out)
+        results.append(feed_pieces(parser, chunks(data, chunk), stream="s", wall_time=1.5, finish=False))
     return results
 
 

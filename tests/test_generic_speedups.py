@@ -14,6 +14,7 @@ from trainvisor.parsers import ParserOptions
 from trainvisor.parsers import generic
 
 from .conftest import FIXTURES, REAL_LOGS
+from .parsing_helpers import chunks, feed_pieces
 
 pytestmark = pytest.mark.skipif(generic._c_feed is None, reason="C speedup not built (no compiler at install)")
 
@@ -24,16 +25,8 @@ def events(data: bytes, *, use_c: bool, chunk: int = 65536) -> list:
     parser = generic.GenericParser(ParserOptions(year=2026))
     if not use_c:
         parser._c_feed = None
-    sp = LineSplitter("s")
-    out = []
-    for i in range(0, len(data), chunk):
-        block = sp.feed(data[i:i + chunk], 0.0, 1.5)
-        if block:
-            out += parser.feed(block)
-    block = sp.finish(0.0, 1.5)
-    if block:
-        out += parser.feed(block)
-    return [comparable(e) for e in with_stream(out + parser.finish(), "s")]  # as the pipeline passes them on
+    out = feed_pieces(parser, chunks(data, chunk), stream="s", wall_time=1.5)
+    return [comparable(e) for e in with_stream(out, "s")]  # as the pipeline passes them on
 
 
 def comparable(m) -> tuple:
