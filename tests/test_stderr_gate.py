@@ -72,3 +72,19 @@ def test_other_fds_pass_straight_through_and_at_a_line_start_nothing_waits():
     assert _read_all(r1) == b"stdout without newline" and _read_all(r2) == b"trainvisor: at once\n"
     os.close(r1)
     os.close(r2)
+
+
+def test_a_non_blocking_fd_that_fills_is_waited_on_not_given_up():
+    # an fd shared with another program may be left O_NONBLOCK; a full pipe then refuses writes
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    data = b"x" * (4 << 20)  # far more than a pipe holds
+    got = []
+    reader = threading.Thread(target=lambda: got.append(_read_all(r)))
+    reader.start()
+    LineGate(w).pass_through(w, data[:2 << 20])  # the gate's own fd
+    LineGate(-1).pass_through(w, data[2 << 20:])  # an fd the gate does not watch (the child's stdout)
+    os.close(w)
+    reader.join(timeout=30)
+    os.close(r)
+    assert got == [data]

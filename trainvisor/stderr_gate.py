@@ -15,15 +15,24 @@ line of its own after a newline, rather than a warning held back for an hour.
 from __future__ import annotations
 
 import os
+import select
 import threading
 
-__all__ = ["LineGate", "STDERR"]
+__all__ = ["LineGate", "STDERR", "write_all"]
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """os.write until everything is written (pipes and ttys take partial writes). The one
+    writer of the training's bytes and of trainvisor's own lines to an inherited fd."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            # The fd was left non-blocking by someone else (it is shared): wait until writable.
+            select.select([], [fd], [], 1.0)
+            continue
+        view = view[n:]
 
 
 class LineGate:
@@ -47,7 +56,7 @@ class LineGate:
         """The training's bytes, written to `fd` as they are (OSError propagates to the caller).
         Messages waiting go out right after the chunk's last newline, inside the chunk if need be."""
         if fd != self.fd:
-            _write_all(fd, data)
+            write_all(fd, data)
             return
         if not data:
             return
@@ -56,13 +65,13 @@ class LineGate:
                 cut = bytes(data[-4096:]).rfind(b"\n")  # the last newline, if near the end
                 if cut >= 0:
                     cut += len(data) - min(len(data), 4096) + 1
-                    _write_all(fd, data[:cut])
+                    write_all(fd, data[:cut])
                     self._write_pending("")
                     data = data[cut:]
                     self._at_line_start = True
                     if not data:
                         return
-            _write_all(fd, data)
+            write_all(fd, data)
             self._at_line_start = data[-1] == 10  # b"\n"
 
     def say(self, text: str) -> None:
@@ -89,7 +98,7 @@ class LineGate:
         self._written = self._said
         self._cond.notify_all()
         try:
-            _write_all(self.fd, data)
+            write_all(self.fd, data)
         except OSError:
             pass
 

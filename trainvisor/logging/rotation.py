@@ -12,18 +12,13 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import TrainvisorError
+from ..stderr_gate import write_all
 
 __all__ = ["LogWriterError", "RotatingFile", "write_all", "warn"]
 
 
 class LogWriterError(TrainvisorError):
     """The writer could not be started: unusable log path or socket directory."""
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def warn(text: str) -> None:

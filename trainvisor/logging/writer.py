@@ -21,9 +21,10 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ..stderr_gate import write_all as _write_all
 from .lockfile import WriterLock
 from .protocol import ACK, ENV_VAR, FrameDecoder, ProtocolError
-from .rotation import LogWriterError, RotatingFile, warn as _warn, write_all as _write_all
+from .rotation import LogWriterError, RotatingFile, warn as _warn
 from .target import LogTarget, write_target
 
 __all__ = ["LogWriterError", "LogWriterServer", "RotatingFile"]

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, NamedTuple, Optional
 
-from ..stderr_gate import STDERR
+from ..stderr_gate import STDERR, write_all
 
 __all__ = ["Chunk", "Gap", "PipeReader", "ByteBudget", "RunLog", "write_all"]
 
@@ -56,18 +56,6 @@ class ByteBudget:
     def in_flight(self) -> int:
         return self.produced - self.consumed
 
-
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    """os.write until everything is written (pipes and ttys take partial writes)."""
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.write(fd, view)
-        except BlockingIOError:
-            # Our stdout was left non-blocking by someone else: wait until writable.
-            select.select([], [fd], [], 1.0)
-            continue
-        view = view[n:]
 
 
 class RunLog:
