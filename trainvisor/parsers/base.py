@@ -86,11 +86,20 @@ class LineParser:
     def _feed_states(lines: list[str], number: int, wall: float, parse_line) -> list[Event]:
         out: list[Event] = []
         for line in lines:
-            for text in line.split("\r"):
-                events = parse_line(text, number, wall)
-                if events:
-                    out.extend(events)
+            out.extend(LineParser.parse_states(parse_line, line, number, wall))
             number += 1
+        return out
+
+    @staticmethod
+    def parse_states(parse_line, line: str, number: int, wall: float) -> list[Event]:
+        """`parse_line` over each state of one text line (one state when it was never rewritten)."""
+        if "\r" not in line:
+            return parse_line(line, number, wall) or []
+        out: list[Event] = []
+        for text in line.split("\r"):
+            events = parse_line(text, number, wall)
+            if events:
+                out.extend(events)
         return out
 
     def finish(self) -> list[Event]:

@@ -144,14 +144,7 @@ class GenericParser(LineParser):
     def _line(self, text, number, wall_time):
         """`parse_line` for a line the C loop hands back (each of its terminal states, when it was
         rewritten with \\r); then what the C loop may do next."""
-        if "\r" in text:
-            out = []
-            for state in text.split("\r"):
-                events = self.parse_line(state, number, wall_time)
-                if events:
-                    out.extend(events)
-        else:
-            out = self.parse_line(text, number, wall_time)
+        out = self.parse_states(self.parse_line, text, number, wall_time)
         self._sync()
         return out
 
