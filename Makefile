@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean
 
-$(STAMP): setup.cfg setup.py pyproject.toml trainvisor/_native/fastnum.h trainvisor/parsers/_caffe_scan.c trainvisor/parsers/_caffe_grammar.h trainvisor/parsers/_generic_scan.c trainvisor/parsers/_generic_grammar.h trainvisor/sinks/_format.c trainvisor/sinks/_format.h trainvisor/sinks/_pivot.c
+$(STAMP): setup.cfg setup.py pyproject.toml $(wildcard trainvisor/*/*.c trainvisor/*/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,frameworks]'

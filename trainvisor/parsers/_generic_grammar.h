@@ -220,7 +220,9 @@ static int find_coco(const char *ls, const char *e, coco_line *c) {
     return 0;
 }
 
-enum { M_NON_ASCII = 1, M_IOU = 2, M_OTHER = 4 };
+/* What a line may be (markers): M_PYTHON lines go to the parser's Python `line` (a non-ASCII byte, a
+ * `\r`); the others to the C reader of their kind first. */
+enum { M_PYTHON = 1, M_BAR = 2, M_IOU = 4, M_TABLE = 8, M_JSON = 16, M_KATIB = 32 };
 
 /* The ASCII bytes that open a marker below (the first byte of each test); a line is mostly others. */
 static const unsigned char MARK_BYTE[128] = {['\r'] = 1, ['/'] = 1, ['%'] = 1, ['['] = 1, [']'] = 1,
@@ -244,26 +246,26 @@ static int titled(const char *p, const char *e) {
 }
 
 /* What of a line the evaluation tables, the JSON or the Katib reader may take (generic.py,
- * tables.py): M_IOU for `IoU` (a summary line, or a title), M_OTHER for a title (`titled`),
+ * tables.py): M_IOU | M_TABLE for `IoU` (a summary line, or a title), M_TABLE for a title (`titled`),
  * `_mAP` (a `mAP` without it is read as pairs: tables.read returns None for it),
  * `best AP is`, `metricName`, a `{...}` record with a quote, `all` opening the line, a `\r`
  * (a line's terminal states) and what bars.may_be_bar takes for a progress bar and bars.read_bar
  * may read (its forms need `%|`, tqdm's `[00:01<00:02, `, a count opening the line, or a
  * non-ASCII `•`: Caffe's `(4.99 iter/s, ...)` stays here);
- * M_NON_ASCII alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
+ * M_PYTHON alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
 static int markers(const char *ls, const char *e) {
     const char *a = skip_ws(ls, e), *z = e;
     int m = 0;
     while (z > a && is_ws(z[-1])) z--;
-    if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_OTHER;
-    if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_OTHER;
+    if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_JSON;
+    if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_TABLE;
     int slash = 0, bar = 0;  /* bars.may_be_bar: a '/' and one of "%|", "/s", "/it", "] - " */
     int shape = a < z && is_digit(*a); /* what read_bar needs: "%|", "[" then a digit or ':', or a count first */
     for (const char *p = ls; p < e; p++) {
         unsigned char c = (unsigned char)*p;
         if (c < 0x80 && !MARK_BYTE[c]) continue;  /* most bytes: one table read */
-        if (c >= 0x80) return M_NON_ASCII;
-        if (c == '\r') m |= M_OTHER;  /* a rewritten line: its states, one by one, in Python */
+        if (c >= 0x80) return M_PYTHON;
+        if (c == '\r') m |= M_PYTHON;  /* a rewritten line: its states, one by one, in Python */
         if (c == '/') {
             slash = 1;
             if (e - p >= 2 && (p[1] == 's' || (e - p >= 3 && p[1] == 'i' && p[2] == 't'))) bar = 1;
@@ -271,15 +273,15 @@ static int markers(const char *ls, const char *e) {
         if (c == '%' && e - p >= 2 && p[1] == '|') bar = shape = 1;
         if (c == '[' && tqdm_times(p + 1, e)) shape = 1;
         if (c == ']' && e - p >= 4 && memcmp(p + 1, " - ", 3) == 0) bar = 1;
-        if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU;
-        if (c == 'E' && titled(p, e)) m |= M_OTHER;
+        if (c == 'I' && e - p >= 3 && memcmp(p, "IoU", 3) == 0) m |= M_IOU | M_TABLE;
+        if (c == 'E' && titled(p, e)) m |= M_TABLE;
         if (c == 'A' && e - p >= 2 && p[1] == 'P') {
-            if (p - ls >= 2 && p[-1] == 'm' && p[-2] == '_') m |= M_OTHER;
-            if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) m |= M_OTHER;
+            if (p - ls >= 2 && p[-1] == 'm' && p[-2] == '_') m |= M_TABLE;
+            if (p - ls >= 5 && e - p >= 5 && memcmp(p - 5, "best AP is", 10) == 0) m |= M_TABLE;
         }
-        if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_OTHER;
+        if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_KATIB;
     }
-    if (slash && bar && shape) m |= M_OTHER;  /* maybe a progress bar: bars.py reads it */
+    if (slash && bar && shape) m |= M_BAR;  /* maybe a progress bar: bars.py reads it */
     return m;
 }
 

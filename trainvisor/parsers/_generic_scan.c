@@ -11,120 +11,10 @@
  * log the project can read. State crosses the boundary as the parser's
  * GenericScanState (fields by name), written before and read after each handoff.
  */
-#include "../_native/fastnum.h"
+#include "_generic_events.h" /* first: Python.h, and with it _GNU_SOURCE for memmem */
 #include "_generic_grammar.h"
 
-#define KEY_SLOTS 64 /* a block's recent keys: a log repeats a few names on every line */
-
-typedef struct { PyObject *key, *hit; } key_slot; /* a key's str and its (name, phase) once known; owned */
-
-typedef struct {
-    key_slot keys[KEY_SLOTS];
-    PyObject *out, *wall, *stream, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
-    PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
-    PyObject *coco_prefix;                                /* owned; read from state */
-    int fast;
-    int atomic_tail; /* Metric's default fields are None, bool, int, float or str, like the nine set here */
-} scan;
-
-static PyObject *S_val; /* events.PHASE_VAL */
-
 static const char *STATE_FIELDS[4] = {"sticky_step", "sticky_epoch", "step", "epoch"};
-
-/* ---- values ---- */
-
-/* to_float(text): the exact fast path, CPython's parser, else the Python fallback. New ref. */
-static PyObject *to_float(const char *s, const char *e, PyObject *fallback) {
-    char buf[64];
-    size_t n = (size_t)(e - s);
-    double d;
-    if (fast_text_to_double(s, e, &d) == 0) return PyFloat_FromDouble(d);
-    if (n < sizeof(buf)) {
-        char *endp = NULL;
-        memcpy(buf, s, n);
-        buf[n] = 0;
-        d = PyOS_string_to_double(buf, &endp, NULL);
-        if (!(d == -1.0 && PyErr_Occurred()) && endp == buf + n) return PyFloat_FromDouble(d);
-        PyErr_Clear();
-    }
-    PyObject *t = PyUnicode_FromStringAndSize(s, (Py_ssize_t)n);
-    if (!t) return NULL;
-    PyObject *r = PyObject_CallOneArg(fallback, t);
-    Py_DECREF(t);
-    return r;
-}
-
-static PyObject *int_of(const char *s, const char *e) { /* int() of a run of digits */
-    if (e - s < 18) {
-        long long v = 0;
-        for (; s < e; s++) v = v * 10 + (*s - '0');
-        return PyLong_FromLongLong(v);
-    }
-    PyObject *t = PyUnicode_FromStringAndSize(s, e - s);
-    PyObject *r = t ? PyLong_FromUnicodeObject(t, 10) : NULL;
-    Py_XDECREF(t);
-    return r;
-}
-
-
-static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_NewRef(v)); }
-
-/* ---- events ---- */
-
-/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, stream, *defaults): the
- * block's stream, which the pipeline would otherwise write into a copy of each (events.with_stream). */
-static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
-                        PyObject *line) {
-    Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
-    PyObject *m = ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 9 + ntail);
-    if (!m) return -1;
-    PyObject *items[9] = {name, value, step, phase, Py_None, Py_None, epoch, sc->wall, line};
-    for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
-    PyTuple_SET_ITEM(m, 9, Py_NewRef(sc->stream));
-    for (Py_ssize_t i = 1; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
-    if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
-    int r = PyList_Append(sc->out, m);
-    Py_DECREF(m);
-    return r;
-}
-
-static key_slot *slot_of(scan *sc, const char *s, const char *e) { /* FNV-1a of the key's bytes */
-    uint32_t h = 2166136261u;
-    for (; s < e; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return &sc->keys[h % KEY_SLOTS];
-}
-
-/* The str of the key at s..e (ASCII): this block's if it met it lately, else a new one. New ref. */
-static PyObject *key_str(scan *sc, const char *s, const char *e) {
-    key_slot *k = slot_of(sc, s, e);
-    Py_ssize_t n = e - s;
-    if (k->key && PyUnicode_GET_LENGTH(k->key) == n && memcmp(PyUnicode_DATA(k->key), s, (size_t)n) == 0)
-        return Py_NewRef(k->key);
-    PyObject *key = PyUnicode_FromStringAndSize(s, n);
-    if (!key) return NULL;
-    Py_XSETREF(k->key, Py_NewRef(key));
-    Py_CLEAR(k->hit);
-    return key;
-}
-
-/* The metric of `key`: its (name, phase) remembered in its slot, from the parser's cache, or its
- * `resolve` on a miss (a pure function of the key: a block may keep what it found). */
-static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
-    const char *ks = PyUnicode_DATA(key);
-    key_slot *k = slot_of(sc, ks, ks + PyUnicode_GET_LENGTH(key));
-    PyObject *hit = k->key == key ? k->hit : NULL;
-    if (hit) Py_INCREF(hit);
-    else if ((hit = PyDict_GetItemWithError(sc->cache, key))) Py_INCREF(hit);
-    else if (PyErr_Occurred() || !(hit = PyObject_CallOneArg(sc->resolve, key))) return -1;
-    if (k->key == key) set_ref(&k->hit, hit);
-    int r = -1;
-    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2)
-        PyErr_SetString(PyExc_TypeError, "GenericParser names must be (name, phase)");
-    else
-        r = append_named(sc, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1), value, step, epoch, line);
-    Py_DECREF(hit);
-    return r;
-}
 
 /* tables.coco_name: AP/AR + IoU (50, 75) + area (s, m, l), AR over all areas and IoUs + maxDets;
  * after the prefix of the last `IoU metric: bbox` title (`bbox/`). */
@@ -161,8 +51,6 @@ static int emit_coco(scan *sc, const coco_line *c, Py_ssize_t number) {
     Py_XDECREF(line);
     return r;
 }
-
-static inline int is_none(PyObject *x) { return x == NULL || x == Py_None; }
 
 static const char *last_word(const pair *p) {
     const char *w = p->ks;
@@ -226,7 +114,7 @@ static int holds_any(scan *sc, PyObject **keys, int ni) {
 }
 
 /* The events of one line's pairs once training has started (GenericParser.parse_line):
- * 0 done, 1 the line is Python's (nothing changed), -1 error. */
+ * DONE, PYTHON (the line is the parser's: nothing changed), ERR. */
 static int emit_pairs(scan *sc, const pair *prs, int n, Py_ssize_t number) {
     PyObject *step = NULL, *sfx = NULL, *epoch = NULL, *keys[MAX_PAIRS], *vals[MAX_PAIRS], *line = NULL;
     int ni = 0, rc = -1;
@@ -304,25 +192,61 @@ done:
     return rc;
 }
 
-static int scan_lines(scan *sc, const char *ls, const char *end, Py_ssize_t number) {
+/* ---- the readers of lines other than pairs (stand-ins: the parser's Python reads them) ---- */
+
+static int read_bar_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
+    (void)sc, (void)ls, (void)e, (void)number;
+    return PYTHON;
+}
+
+/* A pycocotools summary line is read here; the other table lines are Python's. */
+static int read_table_line(scan *sc, const char *ls, const char *e, Py_ssize_t number, int m) {
+    coco_line c;
+    if ((m & M_IOU) && find_coco(ls, e, &c)) return emit_coco(sc, &c, number) ? ERR : DONE;
+    return PYTHON;
+}
+
+static int read_json_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
+    (void)sc, (void)ls, (void)e, (void)number;
+    return PYTHON;
+}
+
+static int read_katib_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
+    (void)sc, (void)ls, (void)e, (void)number;
+    return PYTHON;
+}
+
+/* A line of pairs (the last of GenericParser.parse_line's readers). */
+static int read_pairs_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
     pair prs[MAX_PAIRS];
+    size_t n = (size_t)(e - ls);
+    if (!memchr(ls, ':', n) && !memchr(ls, '=', n)) return DONE;
+    int found = find_pairs(ls, e, prs);
+    if (found < 0) return PYTHON;
+    if (found > 1 || (found == 1 && skip_ws(ls, e) != prs[0].ks))  /* as GenericParser._leads */
+        for (int k = 0; k < found; k++) prs[k].ss = NULL;
+    return found > 0 ? emit_pairs(sc, prs, found, number) : DONE;
+}
+
+/* One line, its readers tried in GenericParser.parse_line's order: a progress bar, the evaluation
+ * tables, a JSON record, Katib's records, pairs. Each gives DONE, PYTHON (the line is the parser's
+ * Python `line`), NOT_MINE (the next reader's) or ERR. Before training starts every line is Python's. */
+static int scan_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
+    int m = sc->fast ? markers(ls, e) : M_PYTHON, r = NOT_MINE;
+    if (m & M_PYTHON) r = PYTHON;
+    if (r == NOT_MINE && (m & M_BAR)) r = read_bar_line(sc, ls, e, number);
+    if (r == NOT_MINE && (m & M_TABLE)) r = read_table_line(sc, ls, e, number, m);
+    if (r == NOT_MINE && (m & M_JSON)) r = read_json_line(sc, ls, e, number);
+    if (r == NOT_MINE && (m & M_KATIB)) r = read_katib_line(sc, ls, e, number);
+    if (r == NOT_MINE) r = read_pairs_line(sc, ls, e, number);
+    return r == PYTHON ? handoff(sc, ls, e, number) : r;
+}
+
+static int scan_lines(scan *sc, const char *ls, const char *end, Py_ssize_t number) {
     for (; ls < end; number++) {
         const char *e = memchr(ls, '\n', (size_t)(end - ls));
         if (!e) break;  /* as feed_lines: a block ends with its last line's newline */
-        size_t n = (size_t)(e - ls);
-        int m = sc->fast ? markers(ls, e) : M_NON_ASCII;
-        coco_line c;
-        if ((m & M_IOU) && m != M_NON_ASCII && find_coco(ls, e, &c)) {  /* "IoU" is the tables' first test */
-            if (emit_coco(sc, &c, number)) return -1;
-        } else if (m) {
-            if (handoff(sc, ls, e, number)) return -1;
-        } else if (memchr(ls, ':', n) || memchr(ls, '=', n)) {
-            int found = find_pairs(ls, e, prs), r = found < 0 ? 1 : 0;
-            if (found > 1 || (found == 1 && skip_ws(ls, e) != prs[0].ks))  /* as GenericParser._leads */
-                for (int k = 0; k < found; k++) prs[k].ss = NULL;
-            if (found > 0 && (r = emit_pairs(sc, prs, found, number)) < 0) return -1;
-            if (r == 1 && handoff(sc, ls, e, number)) return -1;
-        }
+        if (scan_line(sc, ls, e, number) < 0) return -1;
         ls = e + 1;
     }
     return 0;
