@@ -9,14 +9,33 @@
 
 typedef struct { const char *ks, *ke, *vs, *ve, *ss, *se; } pair; /* key, value, (step) or ss NULL */
 
-/* ---- characters, as Python's re sees them in an ASCII str ---- */
-static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
-static inline int is_w(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static inline int is_first(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static inline int is_name(char c) { return is_w(c) || c == '.' || c == '/' || c == '@' || c == '-'; }
-static inline int is_name2(char c) { return is_w(c) || c == '.' || c == '@' || c == '-'; }
-static inline int is_after(char c) { return is_w(c) || c == '.' || c == ':'; }
-static inline int is_ws(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+/* ---- characters, as Python's re sees them in an ASCII str: one table read each ---- */
+enum { C_DIGIT = 1, C_FIRST = 2, C_NAME_ONLY = 4, C_NAME2_ONLY = 8, C_AFTER_ONLY = 16, C_WS = 32 };
+/* C_FIRST: [A-Za-z_]; \w is C_DIGIT|C_FIRST; the name characters add . / @ - (C_NAME_ONLY: the `/`
+ * of the first word), the second word's . @ - (C_NAME2_ONLY), what may not follow a value . : */
+static unsigned char CHAR_CLASS[256];
+
+static void init_char_classes(void) {
+    for (int c = 0; c < 128; c++) {
+        unsigned char k = 0;
+        if (c >= '0' && c <= '9') k |= C_DIGIT;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') k |= C_FIRST;
+        if (c == '.' || c == '/' || c == '@' || c == '-') k |= C_NAME_ONLY;
+        if (c == '.' || c == '@' || c == '-') k |= C_NAME2_ONLY;
+        if (c == '.' || c == ':') k |= C_AFTER_ONLY;
+        if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) k |= C_WS;
+        CHAR_CLASS[c] = k;
+    }
+}
+
+#define CLS(c) CHAR_CLASS[(unsigned char)(c)]
+static inline int is_digit(char c) { return CLS(c) & C_DIGIT; }
+static inline int is_w(char c) { return CLS(c) & (C_DIGIT | C_FIRST); }
+static inline int is_first(char c) { return CLS(c) & C_FIRST; }
+static inline int is_name(char c) { return CLS(c) & (C_DIGIT | C_FIRST | C_NAME_ONLY); }
+static inline int is_name2(char c) { return CLS(c) & (C_DIGIT | C_FIRST | C_NAME2_ONLY); }
+static inline int is_after(char c) { return CLS(c) & (C_DIGIT | C_FIRST | C_AFTER_ONLY); }
+static inline int is_ws(char c) { return CLS(c) & C_WS; }
 static inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c; }
 
 static const char *digits(const char *p, const char *e) { while (p < e && is_digit(*p)) p++; return p; }

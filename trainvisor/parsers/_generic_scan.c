@@ -311,6 +311,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_generic_scan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__generic_scan(void) {
+    init_char_classes();
     if (!(S_val = PyUnicode_InternFromString("val"))) return NULL;
     return PyModule_Create(&moduledef);
 }
