@@ -83,6 +83,23 @@ CORNERS = [
     " Average Precision  (AX) @[ IoU=0.50 | area= all | maxDets=100 ] = 0.4 acc: 0.9\n",
     "Evaluate annotation type *bbox*\n",
     " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.25\n",
+    # evaluation tables, read by the C loop too: markdown tables interrupted, of another width, with nan
+    # or non-number cells, ended by a line Python reads, named or continued by Python's lines
+    "Evaluation results for segm:  \t\n", "  | AP | APs |  \n", "loss: 0.1\n", "| 1 | 2 |\n",
+    "Evaluation results for bbox:\n", "|AP|AP50|APl|\n", "|:-:|:-:|:-:|\n", "| 1 | 2 |\n",
+    "Evaluation results for segm:\n", "| AP | AP50 |\n", "|:---:|:---:|\n", "| nan | -inf |\n",
+    "Evaluation results for keypoints:\n", "| AP | AP50 |\n", "|---|\n", "| 1.5 | - |\n",
+    "Evaluation results for a_1:\n", "|\n", "||\n", "| 7 |\n",
+    "Evaluation results for bbox:\n", '{"bbox_mAP": 0.5, "loss": 0.1}\n', "Evaluation results for bbox:\n", "| AP |\n", "| é |\n", "| 3 |\n",
+    "Evaluation results for bōx:\n", "| AP |\n", "|:-:|\n", "| 4 |\n",
+    # titles with trailing text (names or not), mmdetection's forms, best AP, `all` rows
+    "IoU metric: bbox trailing text\n", "Evaluate annotation type *segm* done\n", "IoU metric: bbox ] = 2\n",
+    "Evaluation results for coco_val in csv format:\n", "Evaluation results for bbox: x=1\n", "IoU metric: keypoints\n",
+    "{'bbox_mAP': 0.358, 'bbox_mAP_50': 0.571, 'bbox_mAP_copypaste': 0.358 0.571, 'segm_mAP_l': nan}\n",
+    "OrderedDict([('segm_mAP', 0.312)])\n", "coco/bbox_mAP: 1e-3 xbbox_mAP=2 a/b/segm_mAP, -.5 loss: 0.3\n",
+    "bbox_mAP_copypaste: 0.3\n", "bbox_mAP: 0.3. proposal_mAP\"=1.#INF. segm_mAP= 1.#QNAN x\n",
+    "the best AP is 1.#QNAN\n", "best AP is x, best AP is -3e2 acc: 0.1\n", "best AP is -\n",
+    "all 10 20 0.5 0.6 0.7 0.8 0.9\n", "  all 1 2 .5 nan 1.#INF +3  \n", "all\t1 2 3 4 5 6\n", "all 1 2 1. 2e 3 4\n",
     # what only looks like a bar or a table stays in the C loop; what read_bar or tables.read may read does not
     *LOOKS_LIKE_A_BAR_OR_TABLE,
     "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
@@ -109,7 +126,8 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
     "step", "epoch", "loss", "IoU", "mAP", "all ", "1.#INF", "nan", "inf", "(step ", "\n", "é", "metricName",
     "Average Precision (AP) @[ IoU=", "Average Recall  (AR) @[", "IoU=0.50:0.95", " | area=", "small", "| maxDets=",
     "] = ", "IoU metric: ", "iter/s", "/s", "/it", "%|", "[00:01<00:02, ", "[0:1, ", "_mAP", "Evaluating ",
-    "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 "])
+    "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 ", "| ", "|:---:|", "Evaluation results for bbox:",
+    "bbox_mAP", "_copypaste", "best AP is ", "OrderedDict([('segm_mAP', ", "all 1 2 ", "IoU metric: bbox", "'", ","])
 
 
 @settings(max_examples=300, deadline=None)
@@ -142,3 +160,45 @@ def test_the_c_loop_writes_the_blocks_stream():
     got = parser.feed(LineSplitter("stderr").feed(b"loss: 0.5\nloss: 0.4\n{\"loss\": 0.3}\nloss: 0.2\n", 0.0, 1.5))
     assert [(m.value, m.stream) for m in got] == [(0.5, "stdout"), (0.4, "stderr"), (0.3, "stdout"), (0.2, "stderr")]
     assert {m.stream for m in with_stream(got, "stderr")} == {"stderr"}
+
+
+def handing_parser() -> tuple:
+    """A generic parser and the list of the lines its C loop hands to Python."""
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    handed = []
+    python_line = parser._env.line
+    parser._env = parser._env._replace(line=lambda t, n, w: handed.append(t) or python_line(t, n, w))
+    return parser, handed
+
+
+def test_evaluation_tables_are_read_in_c():
+    """Titles, markdown tables, pycocotools summaries, mmdetection's values, best AP and `all`
+    rows go to no Python once training has started; their metrics are `val` at the last step."""
+    parser, handed = handing_parser()
+    data = "".join([
+        "step: 7 loss: 0.5\n", "IoU metric: segm\n",
+        " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.25\n",
+        "[d2] INFO: Evaluation results for bbox: \n", "|   AP   |  AP50  |\n", "|:------:|:------:|\n", "| 35.1 |  nan   |\n",
+        "{'bbox_mAP': 0.358, 'bbox_mAP_copypaste': 0.358}\n", "OrderedDict([('segm_mAP', 0.312)])\n",
+        "the best AP is 90.00\n", "  all  128  929  0.716  0.604  0.681  0.453\n"]).encode()
+    got = parser.feed(LineSplitter("s").feed(data, 0.0, 1.5))
+    assert handed == ["step: 7 loss: 0.5"]
+    assert [(m.name, m.value if m.value == m.value else "nan", m.iteration, m.phase, m.line) for m in got[1:]] == [
+        ("segm/AP", 0.25, 7, "val", 3), ("bbox/AP", 35.1, 7, "val", 7), ("bbox/AP50", "nan", 7, "val", 7),
+        ("bbox_mAP", 0.358, 7, "val", 8), ("segm_mAP", 0.312, 7, "val", 9), ("best_AP", 90.0, 7, "val", 10),
+        ("P", 0.716, 7, "val", 11), ("R", 0.604, 7, "val", 11), ("mAP50", 0.681, 7, "val", 11),
+        ("mAP50-95", 0.453, 7, "val", 11)]
+
+
+def test_a_table_goes_on_across_python_lines_and_blocks():
+    """The table being read is the parser's EvalTables, whichever loop reads its lines: a title
+    Python read (non-ASCII), a header Python read, the rule and row in C, one
+    block each; and a table the C loop opened, continued by Python and ended in C by a line of pairs."""
+    parser, handed = handing_parser()
+    sp = LineSplitter("s")
+    lines = ["loss: 0.5\n", "Evaluation results for bōx:\n", "| AP | é |\n", "|:-:|:-:|\n", "| 1 | 2 |\n",
+             "Evaluation results for segm:\n", "| AP | é |\n", "|:-:|:-:|\n", "acc: 0.9\n", "| 3 | 4 |\n"]
+    got = [m for line in lines for m in parser.feed(sp.feed(line.encode(), 0.0, 1.5))]
+    assert handed == ["loss: 0.5", "Evaluation results for bōx:", "| AP | é |", "| AP | é |"]
+    assert [(m.name, m.value) for m in got] == [("loss", 0.5), ("bōx/AP", 1.0), ("bōx/é", 2.0), ("acc", 0.9)]
+    assert events("".join(lines).encode(), use_c=True, chunk=1) == events("".join(lines).encode(), use_c=False, chunk=1)

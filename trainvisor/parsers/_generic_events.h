@@ -14,11 +14,23 @@ enum { ERR = -1, DONE = 0, PYTHON = 1, NOT_MINE = 2 };
 
 typedef struct { PyObject *key, *hit; } key_slot; /* a key's str and its (name, phase) once known; owned */
 
+/* The parser's EvalTables (tables.py) while the C loop reads its lines: its fields, loaded at the
+ * block's start and after each handoff, stored before each handoff and at the block's end when
+ * changed (_generic_tables.h). */
+typedef struct {
+    PyObject *obj;                               /* ScanEnv.tables */
+    PyObject *coco_type, *md_task, *md_head;     /* owned: str, str, list of str */
+    PyObject *coco_prefix;                       /* owned: EvalTables.coco_prefix, `bbox/` or "" */
+    PyObject *closed; /* owned: the task of the table this line ended, NULL after the line (table_settle) */
+    Py_ssize_t md_row;
+    int changed;
+} eval_tables;
+
 typedef struct {
     key_slot keys[KEY_SLOTS];
     PyObject *out, *wall, *stream, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
     PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
-    PyObject *coco_prefix;                                /* owned; read from state */
+    eval_tables tables;
     int fast;
     int atomic_tail; /* Metric's default fields are None, bool, int, float or str, like the nine set here */
 } scan;

@@ -184,9 +184,7 @@ static const char *const STICKY_KEYS[] = {"step", "global_step", "Step", "epoch"
 
 /* ---- which lines stay in Python ---- */
 
-/* ---- the pycocotools summary line (tables.py `_COCO_RE`, searched) ---- */
-
-typedef struct { const char *ks, *is, *ie, *as, *ae, *ms, *me, *vs, *ve; } coco_line; /* kind is 2 chars */
+/* ---- literals, runs and numbers, as the table readers (_generic_tables.h) match them ---- */
 
 static const char *lit(const char *p, const char *e, const char *w) { /* p after the literal w, or NULL */
     size_t n = strlen(w);
@@ -201,42 +199,11 @@ static const char *run(const char *p, const char *e, int (*in)(char)) { /* the e
     return p && q > p ? q : NULL;
 }
 
-static int is_iou(char c) { return is_digit(c) || c == '.' || c == ':'; }
-static int is_wc(char c) { return is_w(c); }
-static int is_dc(char c) { return is_digit(c); }
-
 /* [-+]?NUMBER with nothing required after it; its end or NULL */
 static const char *number_any(const char *p, const char *e) {
     const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;
     if ((v = alt_windows(s, e)) || (v = alt_decimal(s, e)) || (v = alt_word(s, e))) return v;
     return NULL;
-}
-
-/* _COCO_RE at p, the text after an "Average ": 1 with its groups in *c, else 0 */
-static int coco_at(const char *p, const char *e, coco_line *c) {
-    const char *q = lit(p, e, "Precision");
-    if (!q) q = lit(p, e, "Recall");
-    if (!q || q >= e || !is_ws(*q) || !(q = ws_lit(q, e, "(A")) || q + 1 >= e || (*q != 'P' && *q != 'R')
-        || q[1] != ')')
-        return 0;
-    c->ks = q - 1;
-    c->is = ws_lit(ws_lit(q + 2, e, "@["), e, "IoU=");
-    if (!(c->ie = run(c->is, e, is_iou))) return 0;
-    c->as = ws_lit(ws_lit(c->ie, e, "|"), e, "area=");
-    if (!(c->as = c->as ? skip_ws(c->as, e) : NULL) || !(c->ae = run(c->as, e, is_wc))) return 0;
-    c->ms = ws_lit(ws_lit(c->ae, e, "|"), e, "maxDets=");
-    if (!(c->ms = c->ms ? skip_ws(c->ms, e) : NULL) || !(c->me = run(c->ms, e, is_dc))) return 0;
-    c->vs = ws_lit(ws_lit(c->me, e, "]"), e, "=");
-    if (!(c->vs = c->vs ? skip_ws(c->vs, e) : NULL) || !(c->ve = number_any(c->vs, e))) return 0;
-    return 1;
-}
-
-/* The first match of _COCO_RE in a line holding "] = " (tables.EvalTables._coco); 1 or 0 */
-static int find_coco(const char *ls, const char *e, coco_line *c) {
-    if (!memmem(ls, (size_t)(e - ls), "] = ", 4)) return 0;
-    for (const char *p = ls; (p = memmem(p, (size_t)(e - p), "Average ", 8)); p++)
-        if (coco_at(p + 8, e, c)) return 1;
-    return 0;
 }
 
 /* What a line may be (markers): M_PYTHON lines go to the parser's Python `line` (a non-ASCII byte, a

@@ -4,53 +4,19 @@
  * or carry none; Python's regex engine and the per-line calls cost ~15 us a line,
  * this ~0.3 us. It implements exactly `_PAIR_RE.findall` (ordered alternatives
  * and backtracking included) and the per-match logic of `GenericParser.parse_line`
- * for ASCII lines; every other line (not yet started, inside an evaluation table,
- * a table's marker, a JSON record, a Katib record, non-ASCII, more than MAX_PAIRS
+ * for ASCII lines, and the evaluation tables (_generic_tables.h); every other line
+ * (not yet started, a JSON record, a Katib record, non-ASCII, more than MAX_PAIRS
  * pairs) is handed to the parser's Python `line` method, in order.
  * tests/test_generic_speedups.py checks that both give identical events on every
  * log the project can read. State crosses the boundary as the parser's
- * GenericScanState (fields by name), written before and read after each handoff.
+ * GenericScanState and EvalTables (fields by name), written before and read after
+ * each handoff.
  */
 #include "_generic_events.h" /* first: Python.h, and with it _GNU_SOURCE for memmem */
 #include "_generic_grammar.h"
+#include "_generic_tables.h"
 
 static const char *STATE_FIELDS[4] = {"sticky_step", "sticky_epoch", "step", "epoch"};
-
-/* tables.coco_name: AP/AR + IoU (50, 75) + area (s, m, l), AR over all areas and IoUs + maxDets;
- * after the prefix of the last `IoU metric: bbox` title (`bbox/`). */
-static PyObject *coco_name(scan *sc, const coco_line *c) {
-    size_t n = 2, iou = (size_t)(c->ie - c->is), area = (size_t)(c->ae - c->as), dets = (size_t)(c->me - c->ms);
-    int ranged = memchr(c->is, ':', iou) != NULL;
-    char *buf = PyMem_Malloc(iou + dets + 4);
-    if (!buf) return PyErr_NoMemory();
-    memcpy(buf, c->ks, 2);
-    if ((iou == 4 && memcmp(c->is, "0.50", 4) == 0) || (iou == 3 && memcmp(c->is, "0.5", 3) == 0))
-        memcpy(buf + n, "50", 2), n += 2;
-    else if (iou == 4 && memcmp(c->is, "0.75", 4) == 0)
-        memcpy(buf + n, "75", 2), n += 2;
-    else if (!ranged)
-        memcpy(buf + n, c->is, iou), n += iou;
-    if (area == 5 && memcmp(c->as, "small", 5) == 0) buf[n++] = 's';
-    else if (area == 6 && memcmp(c->as, "medium", 6) == 0) buf[n++] = 'm';
-    else if (area == 5 && memcmp(c->as, "large", 5) == 0) buf[n++] = 'l';
-    if (c->ks[1] == 'R' && area == 3 && memcmp(c->as, "all", 3) == 0 && ranged) memcpy(buf + n, c->ms, dets), n += dets;
-    PyObject *tail = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)n);
-    PyMem_Free(buf);
-    PyObject *name = tail ? PyUnicode_Concat(sc->coco_prefix, tail) : NULL;
-    Py_XDECREF(tail);
-    return name;
-}
-
-/* A pycocotools summary line: one `val` metric at the parser's last step and epoch. */
-static int emit_coco(scan *sc, const coco_line *c, Py_ssize_t number) {
-    PyObject *name = coco_name(sc, c), *value = name ? to_float(c->vs, c->ve, sc->float_fb) : NULL;
-    PyObject *line = value ? PyLong_FromSsize_t(number) : NULL;
-    int r = line ? append_named(sc, name, S_val, value, sc->step, sc->epoch, line) : -1;
-    Py_XDECREF(name);
-    Py_XDECREF(value);
-    Py_XDECREF(line);
-    return r;
-}
 
 static const char *last_word(const pair *p) {
     const char *w = p->ks;
@@ -153,13 +119,7 @@ static int load_state(scan *sc) {
         if (!v) return -1;
         Py_XSETREF(*state_slot(sc, i), v);
     }
-    PyObject *prefix = PyObject_GetAttrString(sc->state, "coco_prefix");
-    if (!prefix) return -1;
-    Py_XSETREF(sc->coco_prefix, prefix);
-    if (!PyUnicode_Check(prefix)) {
-        PyErr_SetString(PyExc_TypeError, "GenericScanState.coco_prefix must be a str");
-        return -1;
-    }
+    if (tables_load(sc)) return -1;
     PyObject *fast = PyObject_GetAttrString(sc->state, "fast");
     if (!fast) return -1;
     sc->fast = PyObject_IsTrue(fast);
@@ -170,7 +130,7 @@ static int load_state(scan *sc) {
 static int store_state(scan *sc) {
     for (int i = 0; i < 4; i++)
         if (PyObject_SetAttrString(sc->state, STATE_FIELDS[i], *state_slot(sc, i))) return -1;
-    return 0;
+    return tables_store(sc);
 }
 
 /* The parser's Python `line` for one line, its events appended; then its state read back. */
@@ -192,17 +152,11 @@ done:
     return rc;
 }
 
-/* ---- the readers of lines other than pairs (stand-ins: the parser's Python reads them) ---- */
+/* ---- the readers of lines other than pairs (stand-ins: the parser's Python reads them; the
+ * evaluation tables' reader is _generic_tables.h) ---- */
 
 static int read_bar_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
     (void)sc, (void)ls, (void)e, (void)number;
-    return PYTHON;
-}
-
-/* A pycocotools summary line is read here; the other table lines are Python's. */
-static int read_table_line(scan *sc, const char *ls, const char *e, Py_ssize_t number, int m) {
-    coco_line c;
-    if ((m & M_IOU) && find_coco(ls, e, &c)) return emit_coco(sc, &c, number) ? ERR : DONE;
     return PYTHON;
 }
 
@@ -235,10 +189,11 @@ static int scan_line(scan *sc, const char *ls, const char *e, Py_ssize_t number)
     int m = sc->fast ? markers(ls, e) : M_PYTHON, r = NOT_MINE;
     if (m & M_PYTHON) r = PYTHON;
     if (r == NOT_MINE && (m & M_BAR)) r = read_bar_line(sc, ls, e, number);
-    if (r == NOT_MINE && (m & M_TABLE)) r = read_table_line(sc, ls, e, number, m);
+    if (r == NOT_MINE && ((m & M_TABLE) || table_open(sc))) r = read_table_line(sc, ls, e, number, m);
     if (r == NOT_MINE && (m & M_JSON)) r = read_json_line(sc, ls, e, number);
     if (r == NOT_MINE && (m & M_KATIB)) r = read_katib_line(sc, ls, e, number);
     if (r == NOT_MINE) r = read_pairs_line(sc, ls, e, number);
+    if (sc->tables.closed) table_settle(sc, r);
     return r == PYTHON ? handoff(sc, ls, e, number) : r;
 }
 
@@ -266,7 +221,7 @@ static void scan_clear(scan *sc) {
     }
     for (int i = 0; i < 7; i++) Py_CLEAR(*env_slot(sc, i));
     for (int i = 0; i < 4; i++) Py_CLEAR(*state_slot(sc, i));
-    Py_CLEAR(sc->coco_prefix);
+    tables_clear(sc);
     Py_CLEAR(sc->out);
 }
 
@@ -296,7 +251,7 @@ static PyObject *feed(PyObject *self, PyObject *args) {
         sc.atomic_tail &= d == Py_None || PyBool_Check(d) || PyLong_CheckExact(d) || PyFloat_CheckExact(d)
                           || PyUnicode_CheckExact(d);
     }
-    if (load_state(&sc) || !(sc.out = PyList_New(0))) goto done;
+    if (tables_attach(&sc, env) || load_state(&sc) || !(sc.out = PyList_New(0))) goto done;
     if (!scan_lines(&sc, s, s + len, first_line) && !store_state(&sc)) out = Py_NewRef(sc.out);
 done:
     scan_clear(&sc);

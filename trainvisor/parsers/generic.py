@@ -24,7 +24,7 @@ values are held, and stay held: a held name printed again with another value, al
 after the start, is a series and its held value is reported then; the others were
 configuration and are never reported.
 Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
-of pairs; every other line comes back to `parse_line` in order (same events once the
+of pairs and of evaluation tables; every other line comes back to `parse_line` in order (same events once the
 pipeline has written the block's stream into them: the C loop writes it already).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
@@ -85,10 +85,9 @@ class GenericScanState:
     `step`/`epoch`: the last ones a record gave (an evaluation table's position);
     `sticky_step`/`sticky_epoch`: set by a line of index keys alone or a step in
     parentheses, the position of the records that give none; `fast`: the C loop may
-    read the next line itself (training has started and no table is being read);
-    `coco_prefix`: what names a pycocotools summary line (`EvalTables.coco_prefix`)."""
+    read the next line itself (training has started)."""
 
-    __slots__ = ("step", "epoch", "sticky_step", "sticky_epoch", "fast", "coco_prefix")
+    __slots__ = ("step", "epoch", "sticky_step", "sticky_epoch", "fast")
 
     def __init__(self) -> None:
         self.step: Optional[int] = None
@@ -96,13 +95,13 @@ class GenericScanState:
         self.sticky_step: Optional[int] = None
         self.sticky_epoch: Optional[float] = None
         self.fast = False
-        self.coco_prefix = ""
 
 
 class ScanEnv(NamedTuple):
     """What the C loop works with: the name cache and its filler, the held names (a
     record printing one is Python's), the Python line parser for the lines it hands
-    back, how to build a Metric, the number fallback."""
+    back, how to build a Metric, the number fallback, the parser's evaluation tables
+    (the table being read: the C loop reads and writes their fields by name)."""
 
     cache: dict
     held: dict
@@ -111,6 +110,7 @@ class ScanEnv(NamedTuple):
     metric_type: type
     metric_tail: tuple
     to_float: Callable[[str], Optional[float]]
+    tables: EvalTables
 
 
 @register_parser
@@ -129,7 +129,8 @@ class GenericParser(LineParser):
         self._bars = BarMetrics(self._names)  # progress-bar postfixes (bars.py)
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
-        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float)
+        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float,
+                            self._tables)
         # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
         self._c_feed = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_feed
 
@@ -149,9 +150,8 @@ class GenericParser(LineParser):
         return out
 
     def _sync(self) -> None:
-        """What the C loop must know of the Python side: may it read lines, and the summary's prefix."""
-        self._pos.fast = self._started and not self._tables.in_table
-        self._pos.coco_prefix = self._tables.coco_prefix
+        """What the C loop must know of the Python side: may it read lines (the tables' state it reads itself)."""
+        self._pos.fast = self._started
 
     def _resolve(self, key: str) -> tuple[str, str]:
         """(name, phase) of a key, remembered: ``Average loss`` -> ``loss`` (the last word names it)."""

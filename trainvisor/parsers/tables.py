@@ -59,6 +59,7 @@ def coco_name(kind: str, iou: str, area: str, max_dets: str) -> str:
 class EvalTables:
     """The evaluation tables of one stream (see the module docstring)."""
 
+    # The generic parser's C loop reads and writes these by name (_generic_tables.h): keep their types.
     __slots__ = ("_coco_type", "_md_task", "_md_head", "_md_row")
 
     def __init__(self) -> None:
@@ -71,11 +72,6 @@ class EvalTables:
     def coco_prefix(self) -> str:
         """What precedes a summary line's name: ``bbox/`` after ``IoU metric: bbox``, else nothing."""
         return self._coco_type + "/" if self._coco_type else ""
-
-    @property
-    def in_table(self) -> bool:
-        """A table's title was read: its next lines belong to it."""
-        return bool(self._md_task)
 
     def may_read(self, text: str) -> bool:
         """False when no line of `text` (a block) can be part of a table: one scan of
