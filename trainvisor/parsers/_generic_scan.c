@@ -4,9 +4,10 @@
  * or carry none; Python's regex engine and the per-line calls cost ~15 us a line,
  * this ~0.3 us. It implements exactly `_PAIR_RE.findall` (ordered alternatives
  * and backtracking included) and the per-match logic of `GenericParser.parse_line`
- * for ASCII lines; every other line (not yet started, inside an evaluation table,
- * a table's marker, a JSON record, a Katib record, non-ASCII, more than MAX_PAIRS
- * pairs) is handed to the parser's Python `line` method, in order.
+ * for ASCII lines, and JSON and Katib records (_generic_json.h); every other line
+ * (not yet started, inside an evaluation table, a table's marker, non-ASCII, more than
+ * MAX_PAIRS pairs, a record the JSON reader leaves to Python) is handed to the parser's
+ * Python `line` method, in order.
  * tests/test_generic_speedups.py checks that both give identical events on every
  * log the project can read. State crosses the boundary as the parser's
  * GenericScanState (fields by name), written before and read after each handoff.
@@ -206,15 +207,7 @@ static int read_table_line(scan *sc, const char *ls, const char *e, Py_ssize_t n
     return PYTHON;
 }
 
-static int read_json_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
-    (void)sc, (void)ls, (void)e, (void)number;
-    return PYTHON;
-}
-
-static int read_katib_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
-    (void)sc, (void)ls, (void)e, (void)number;
-    return PYTHON;
-}
+#include "_generic_json.h" /* read_json_line, read_katib_line */
 
 /* A line of pairs (the last of GenericParser.parse_line's readers). */
 static int read_pairs_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
