@@ -21,8 +21,9 @@ setup(
         Extension(
             "trainvisor.parsers._generic_scan",
             ["trainvisor/parsers/_generic_scan.c"],
-            depends=_SHARED + ["trainvisor/parsers/_generic_grammar.h", "trainvisor/parsers/_generic_tables.h",
-                                    "trainvisor/parsers/_generic_coco.h"],
+            depends=_SHARED + ["trainvisor/parsers/_generic_grammar.h", "trainvisor/parsers/_generic_events.h",
+                               "trainvisor/parsers/_generic_tables.h", "trainvisor/parsers/_generic_coco.h",
+                               "trainvisor/parsers/_generic_json.h"],
             optional=True,
         ),
         Extension(

@@ -3,6 +3,7 @@ on every log the project can read (fixtures, ../shared/real-logs), fed whole and
 pieces, on the corners of its grammar, and on random text."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -52,6 +53,41 @@ LOOKS_LIKE_A_BAR_OR_TABLE = [
     "I1231 23:58:10.052812  4242 solver.cpp:239] Iteration 50 (4.99978 iter/s, 10.0004s/50 iters), loss = 0.0449\n",
     "INFO:root:Epoch[0] Batch [20]\tSpeed: 512.30 samples/sec\taccuracy=0.112\n",
     "Class Images P R mAP50 mAP50-95 x=1\n", "d2 INFO: Evaluating predictions loss: 0.2\n",
+]
+# JSON records (_generic_json.h) read in C, and those it leaves to Python (escapes where text is read,
+# duplicate keys, ints over 18 digits, deep nesting, over 256 keys); Katib's records.
+JSON_AND_KATIB = [
+    '{"step": 3, "loss": 0.5, "mode": "eval", "a": [1, 2.5, true, "3", null, [1], NaN], "b": " 1e-3 ", "time": 4}\n',
+    '{"lo\\u0073s": 0.1, "x": 1}\n', '{"time": "a\\nb", "loss": 0.2}\n', '{"note": "a\\tb", "loss": 0.3}\n',
+    '{"a": ["x\\"y", {"k\\u00e9\\/": 1}], "loss": 0.4}\n', '{"a": "\\x", "loss": 1}\n', '{"a": "\\u12g4", "l": 1}\n',
+    '{"a": ["\\ud800\\udc00", "\\ud800"], "b": 2}\n', '{"a": "\\u123", "b": 2}\n',
+    '{"loss": 1, "acc": 2, "loss": 3}\n', '{"mode": "eval", "x": 1, "mode": 3}\n', '{"a": {"b": 1, "b": 2}, "c": 3}\n',
+    '{"a": {"b": [1, {"c": null}]}, "d": [[1, 2], 3], "e": {}, "f": []}\n',
+    '{"a": ' + "[" * 70 + "]" * 70 + ', "b": 1}\n', '{"a": ' + "[" * 60 + "]" * 60 + ', "b": 1}\n',
+    '{"loss": NaN, "a": Infinity, "b": -Infinity, "step": NaN}\n', '{"x": [NaN, -Infinity, Infinity]}\n',
+    '{"epoch": Infinity, "iter": -Infinity, "l": 1}\n', '{"loss": nan}\n', '{"loss": -NaN}\n', '{"l": Infinit}\n',
+    '{"x": 1234567890123456789, "y": 2}\n', '{"x": 123456789012345678, "step": 99999999999999999, "y": -0}\n',
+    '{"x": [1234567890123456789], "y": 3}\n', '{"x": {"y": 1234567890123456789}, "y": 3}\n',
+    '{"x": 12345678901234567890e-3, "y": -0.0, "z": 0e5, "w": 1E400, "v": -1.5e-400}\n', '{"x": ' + "7" * 5000 + '}\n',
+    '{"x": 01}\n', '{"x": 1.}\n', '{"x": .5}\n', '{"x": 1e}\n', '{"x": +1}\n', '{"x": -}\n', '{"x": 1.5e+}\n',
+    '{"a": " 1e-3 ", "b": "1.#INF", "c": " nan", "d": "infinity  ", "e": "1e", "f": "- 1", "g": "+.5", "h": "1.#QNANx"}\n',
+    '{"i": "", "j": " ", "k": "Infinit", "m": "1.#IND", "n": "-1.#SNAN0", "o": "5.", "p": "1e+5 x", "q": "\x7f1"}\n',
+    '{"phase": "train", "loss": 1}\n', '{"split": "test", "loss": 1, "mode": 1}\n', '{"mode": "validation", "val_x": 2}\n',
+    '{"mode": "Val", "loss": 1}\n', '{"mode": "eval ", "loss": 1}\n', '{"mode": "valid", "phase": "train", "l": 2}\n',
+    '{"a": [true, false, 1, null, "2", 3.5, NaN, {"b": 1}, -0]}\n', '{"step": [1, 2], "batch": {"x": 1}, "it": null}\n',
+    '{"a": [' + ", ".join(["1"] * 64) + ']}\n', '{"a": [' + ", ".join(["1"] * 65) + ']}\n',
+    '{"a": 1,}\n', '{"a" 1}\n', "{'a': 1, \"b\": 2}\n", '{"a": 1} {"b": 2}\n', '{"a": 1 "b": 2}\n', '{"a"=1}\n',
+    '{"a":\t1 ,\t"b" : [ ] }\n', '  {"a": 1}\t \n', '{"a": tru}\n', '{"a": 1}}\n', '{"a": "b}\n', '{"a"}\n',
+    '{"a": 1, "b": {"c": 1,}}\n', '{"a": [1 2]}\n', '{"a": [1,]}\n', '{"a": "x\x01y", "b": 1}\n', '{"a":\x0c1}\n',
+    '{"timestamp": [1, 2], "wall_time": "5", "time": {"a": 1}, "l": 1}\n', '{"iter": " 7 ", "loss": 1}\n',
+    '{"step": "x", "loss": 1}\n', '{"step": true}\n', '{"epoch": "2.5"}\n', '{"epoch": null, "l": 1}\n',
+    '{"Average loss": 1, "Train Loss": 2, "": 3, "a b c": 4, "val_loss": 5}\n', '{"IoU": 0.5, "loss": 1}\n',
+    "{" + ", ".join(f'"k{i}": {i}' for i in range(300)) + "}\n", '{"step": 7}\n', '{"x": 1}\n', "step: 9\n",
+    '{"y": 2, "epoch": 1}\n', "{metricName: loss, metricValue: 0.3}\n", "{metricName: loss, metricValue: 0.3.1}\n",
+    "{metricName: loss, metricValue: 1e}\n", "{metricName: a, metricValue: 1.5}x{metricName: b, metricValue: nan}\n",
+    "x {metricName: a-b|c, metricValue: -1.#IND} loss: 5\n", "{metricName: a, metricValue: infinity} {metricName: b,"
+    " metricValue: inf}\n", "{metricName: a b, metricValue: 1}\n", "{metricName: , metricValue: 1}\n",
+    "{metricName: x, metricValue: +.5e3}" * 70 + "\n", "{metricName: x, metricValue: 1.#QNAN0}{metricName: y, metricValue: 5.}\n",
 ]
 CORNERS = [
     "loss: 0.5\n",  # starts the training: every corner below is read by the C loop
@@ -104,7 +140,7 @@ CORNERS = [
     *LOOKS_LIKE_A_BAR_OR_TABLE,
     "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
     "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]\n", "y: 5it [00:01, 3.0it/s, acc=1]\n", "z [00:0<x, 1/s w=2\n",
-    "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",
+    "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",    *JSON_AND_KATIB,
 ]
 
 
@@ -127,7 +163,9 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
     "Average Precision (AP) @[ IoU=", "Average Recall  (AR) @[", "IoU=0.50:0.95", " | area=", "small", "| maxDets=",
     "] = ", "IoU metric: ", "iter/s", "/s", "/it", "%|", "[00:01<00:02, ", "[0:1, ", "_mAP", "Evaluating ",
     "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 ", "| ", "|:---:|", "Evaluation results for bbox:",
-    "bbox_mAP", "_copypaste", "best AP is ", "OrderedDict([('segm_mAP', ", "all 1 2 ", "IoU metric: bbox", "'", ","])
+    "bbox_mAP", "_copypaste", "best AP is ", "OrderedDict([('segm_mAP', ", "all 1 2 ", "IoU metric: bbox", "'", ",",
+    '{"', '": ', ", ", '"mode": "eval"', '"step": ', '"time": ', '"a": ', "NaN", "Infinity", "-Infinity", "true", "null",
+    "\\", "\\u00e9", '\\"', "12345678901234567890", "-0", " 1e-3 ", "[1, true, 2.5]", "{metricName: ", ", metricValue: "])
 
 
 @settings(max_examples=300, deadline=None)
@@ -157,7 +195,7 @@ def test_the_c_loop_writes_the_blocks_stream():
     """Its metrics carry the block's stream already (the pipeline need not copy them); the lines it
     hands to Python give "stdout", as every parser's, until the pipeline writes the stream."""
     parser = generic.GenericParser(ParserOptions(year=2026))
-    got = parser.feed(LineSplitter("stderr").feed(b"loss: 0.5\nloss: 0.4\n{\"loss\": 0.3}\nloss: 0.2\n", 0.0, 1.5))
+    got = parser.feed(LineSplitter("stderr").feed(b'loss: 0.5\nloss: 0.4\n{"lo\\u0073s": 0.3}\nloss: 0.2\n', 0.0, 1.5))
     assert [(m.value, m.stream) for m in got] == [(0.5, "stdout"), (0.4, "stderr"), (0.3, "stdout"), (0.2, "stderr")]
     assert {m.stream for m in with_stream(got, "stderr")} == {"stderr"}
 
@@ -202,3 +240,55 @@ def test_a_table_goes_on_across_python_lines_and_blocks():
     assert handed == ["loss: 0.5", "Evaluation results for bōx:", "| AP | é |", "| AP | é |"]
     assert [(m.name, m.value) for m in got] == [("loss", 0.5), ("bōx/AP", 1.0), ("bōx/é", 2.0), ("acc", 0.9)]
     assert events("".join(lines).encode(), use_c=True, chunk=1) == events("".join(lines).encode(), use_c=False, chunk=1)
+
+
+# JSON records as json.dumps writes them: the keys `_json` treats apart, every kind of value.
+JSON_KEYS = st.sampled_from(["step", "iter", "epoch", "Epoch", "mode", "phase", "split", "time", "timestamp", "loss",
+                             "val_acc", "Train Loss", "a b", "x/y", "", "é"])
+JSON_SCALARS = (st.integers(min_value=-10**25, max_value=10**25) | st.floats() | st.booleans() | st.none()
+                | st.sampled_from(["val", "eval", "test", "train", "Val", " 1e-3 ", "nan", "1.#INF", "2", "x", "a\nb"]))
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=70) | st.dictionaries(JSON_KEYS, inner),
+                           max_leaves=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(JSON_KEYS, JSON_VALUES), max_size=8), max_size=4), st.integers(1, 40))
+def test_json_records_agree(records, chunk):
+    """Duplicate keys, escapes (`\\n`, `é` as `\\u00e9`), huge ints, NaN and lists of bools included."""
+    lines = ["{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in rec) + "}" for rec in records]
+    data = ("loss: 0.5\n" + "\n".join(lines) + "\n").encode()
+    assert events(data, use_c=True, chunk=chunk) == events(data, use_c=False, chunk=chunk)
+
+
+def test_records_of_held_names_agree():
+    """A Katib record printing a held name again is Python's (the held value is reported then);
+    a JSON record is never held, nor does it report held values."""
+    data = ("lr: 0.1\nwd: 0.5\nloss: 0.5\n{metricName: lr, metricValue: 0.2}\n{metricName: wd, metricValue: 0.5}\n"
+            '{"wd": 0.7, "lr": 0.3}\n{metricName: wd, metricValue: 0.7}\n').encode()
+    got = events(data, use_c=True)
+    assert got == events(data, use_c=False)
+    assert [(m[0][1], m[1][1]) for m in got] == [("loss", 0.5), ("lr", 0.1), ("lr", 0.2), ("wd", 0.5), ("wd", 0.7),
+                                                 ("lr", 0.3), ("wd", 0.5), ("wd", 0.7)]
+
+
+def test_json_and_katib_records_are_read_in_c():
+    parser, handed = handing_parser()
+    data = ('loss: 0.5\n{"step": 3, "mode": "eval", "loss": "0.25", "a": [1, true, 2]}\n{"x": 1,}\n'
+            "step: 5\n{metricName: acc, metricValue: 0.9};{metricName: loss, metricValue: 0.1}\n").encode()
+    got = parser.feed(LineSplitter("s").feed(data, 0.0, 1.5))
+    assert handed == ["loss: 0.5"]
+    assert [(m.name, m.value, m.iteration, m.phase) for m in got] == [
+        ("loss", 0.5, None, "train"), ("loss", 0.25, 3, "val"), ("a/0", 1.0, 3, "val"), ("a/2", 2.0, 3, "val"),
+        ("acc", 0.9, 5, "train"), ("loss", 0.1, 5, "train")]
+
+
+JSON_TOKENS = st.sampled_from(['"a"', '"step"', '"mode"', '"eval"', ":", ",", " ", "[", "]", "{", "}", "1", "-", "0", ".",
+                               "e", "5", "NaN", "Infinity", "true", "null", '"', "\\", "u", "\t", '"1.#INF"', '" 2 "'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(JSON_TOKENS, max_size=30))
+def test_text_between_braces_agrees(tokens):
+    """What json.loads refuses gives nothing in both loops, and no pairs."""
+    data = ("loss: 0.5\n{" + "".join(tokens) + "}\n").encode()
+    assert events(data, use_c=True) == events(data, use_c=False)

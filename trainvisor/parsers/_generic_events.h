@@ -114,8 +114,10 @@ static PyObject *key_str(scan *sc, const char *s, const char *e) {
 }
 
 /* The metric of `key`: its (name, phase) remembered in its slot, from the parser's cache, or its
- * `resolve` on a miss (a pure function of the key: a block may keep what it found). */
-static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
+ * `resolve` on a miss (a pure function of the key: a block may keep what it found). A record's own
+ * `phase` (a JSON record's `mode`), when not NULL, comes before the name's (`_emit`'s `phase or ph`). */
+static int append_metric_in(scan *sc, PyObject *key, PyObject *value, PyObject *phase, PyObject *step,
+                            PyObject *epoch, PyObject *line) {
     const char *ks = PyUnicode_DATA(key);
     key_slot *k = slot_of(sc, ks, ks + PyUnicode_GET_LENGTH(key));
     PyObject *hit = k->key == key ? k->hit : NULL;
@@ -127,9 +129,14 @@ static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *ste
     if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 2)
         PyErr_SetString(PyExc_TypeError, "GenericParser names must be (name, phase)");
     else
-        r = append_named(sc, PyTuple_GET_ITEM(hit, 0), PyTuple_GET_ITEM(hit, 1), value, step, epoch, line);
+        r = append_named(sc, PyTuple_GET_ITEM(hit, 0), phase ? phase : PyTuple_GET_ITEM(hit, 1), value, step, epoch,
+                         line);
     Py_DECREF(hit);
     return r;
+}
+
+static int append_metric(scan *sc, PyObject *key, PyObject *value, PyObject *step, PyObject *epoch, PyObject *line) {
+    return append_metric_in(sc, key, value, NULL, step, epoch, line);
 }
 
 static inline int is_none(PyObject *x) { return x == NULL || x == Py_None; }

@@ -4,9 +4,10 @@
  * or carry none; Python's regex engine and the per-line calls cost ~15 us a line,
  * this ~0.3 us. It implements exactly `_PAIR_RE.findall` (ordered alternatives
  * and backtracking included) and the per-match logic of `GenericParser.parse_line`
- * for ASCII lines, and the evaluation tables (_generic_tables.h); every other line
- * (not yet started, a JSON record, a Katib record, non-ASCII, more than MAX_PAIRS
- * pairs) is handed to the parser's Python `line` method, in order.
+ * for ASCII lines, the evaluation tables (_generic_tables.h), JSON and Katib records
+ * (_generic_json.h); every other line (not yet started, non-ASCII, more than MAX_PAIRS
+ * pairs, a record the JSON reader leaves to Python) is handed to the parser's Python
+ * `line` method, in order.
  * tests/test_generic_speedups.py checks that both give identical events on every
  * log the project can read. State crosses the boundary as the parser's
  * GenericScanState and EvalTables (fields by name), written before and read after
@@ -160,15 +161,7 @@ static int read_bar_line(scan *sc, const char *ls, const char *e, Py_ssize_t num
     return PYTHON;
 }
 
-static int read_json_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
-    (void)sc, (void)ls, (void)e, (void)number;
-    return PYTHON;
-}
-
-static int read_katib_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
-    (void)sc, (void)ls, (void)e, (void)number;
-    return PYTHON;
-}
+#include "_generic_json.h" /* read_json_line, read_katib_line */
 
 /* A line of pairs (the last of GenericParser.parse_line's readers). */
 static int read_pairs_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {

@@ -24,7 +24,7 @@ values are held, and stay held: a held name printed again with another value, al
 after the start, is a series and its held value is reported then; the others were
 configuration and are never reported.
 Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
-of pairs and of evaluation tables; every other line comes back to `parse_line` in order (same events once the
+of pairs, evaluation tables, JSON records and Katib's records; every other line comes back to `parse_line` in order (same events once the
 pipeline has written the block's stream into them: the C loop writes it already).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
