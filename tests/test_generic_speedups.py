@@ -191,13 +191,18 @@ def test_lines_that_only_look_like_bars_or_tables_are_read_in_c():
         ("x", 1.0, 4), ("loss", 0.2, 5)]
 
 
-def test_the_c_loop_writes_the_blocks_stream():
-    """Its metrics carry the block's stream already (the pipeline need not copy them); the lines it
-    hands to Python give "stdout", as every parser's, until the pipeline writes the stream."""
-    parser = generic.GenericParser(ParserOptions(year=2026))
-    got = parser.feed(LineSplitter("stderr").feed(b'loss: 0.5\nloss: 0.4\n{"lo\\u0073s": 0.3}\nloss: 0.2\n', 0.0, 1.5))
-    assert [(m.value, m.stream) for m in got] == [(0.5, "stdout"), (0.4, "stderr"), (0.3, "stdout"), (0.2, "stderr")]
-    assert {m.stream for m in with_stream(got, "stderr")} == {"stderr"}
+def test_every_event_says_the_blocks_stream():
+    """The C loop's metrics and those of the lines it hands to Python (the first, before training
+    starts; a JSON record with an escape) carry the block's stream, and so do the pure Python loop's:
+    the pipeline need not copy them (stamps_stream)."""
+    data = b'loss: 0.5\nloss: 0.4\n{"lo\\u0073s": 0.3}\nloss: 0.2\n'
+    for use_c in (True, False):
+        parser = generic.GenericParser(ParserOptions(year=2026))
+        if not use_c:
+            parser._c_feed = None
+        got = parser.feed(LineSplitter("stderr").feed(data, 0.0, 1.5))
+        assert [(m.value, m.stream) for m in got] == [(0.5, "stderr"), (0.4, "stderr"), (0.3, "stderr"), (0.2, "stderr")]
+    assert generic.GenericParser.stamps_stream
 
 
 def handing_parser() -> tuple:

@@ -48,6 +48,8 @@ class Pipeline:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.parser = parser
+        # A parser whose events say their block's stream already (`stamps_stream`) is not second-guessed.
+        self._stamps_stream = bool(getattr(parser, "stamps_stream", False))
         self.sinks = list(sinks)
         self.hooks = [(h, "hook " + _component_name(h)) for h in hooks]
         self.faults = FaultCounter(log)
@@ -69,7 +71,7 @@ class Pipeline:
             self.faults.record(self._parser_name, exc)
             events = None
         if events:
-            if block.stream != "stdout":  # parsers read text; the block knows the stream
+            if block.stream != "stdout" and not self._stamps_stream:  # parsers read text; the block knows the stream
                 events = with_stream(events, block.stream)
             self._dispatch(events)
         self.tick()

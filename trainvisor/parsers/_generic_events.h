@@ -94,6 +94,23 @@ static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *val
     return r;
 }
 
+/* Appends an event of the parser's Python code with the block's stream, as events.with_stream would
+ * (a Metric whose stream is another is copied with this one): every event of the C loop then says
+ * the block's stream (GenericParser.stamps_stream). Events other than Metrics are appended as they are. */
+static int append_stamped(scan *sc, PyObject *ev) {
+    if (Py_TYPE(ev) != (PyTypeObject *)sc->mtype || PyTuple_GET_SIZE(ev) < 10) return PyList_Append(sc->out, ev);
+    PyObject *old = PyTuple_GET_ITEM(ev, 9);
+    int same = old == sc->stream ? 1 : PyObject_RichCompareBool(old, sc->stream, Py_EQ);
+    if (same) return same < 0 ? -1 : PyList_Append(sc->out, ev);
+    Py_ssize_t n = PyTuple_GET_SIZE(ev);
+    PyObject *m = ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, n);
+    if (!m) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(i == 9 ? sc->stream : PyTuple_GET_ITEM(ev, i)));
+    int r = PyList_Append(sc->out, m);
+    Py_DECREF(m);
+    return r;
+}
+
 static key_slot *slot_of(scan *sc, const char *s, const char *e) { /* FNV-1a of the key's bytes */
     uint32_t h = 2166136261u;
     for (; s < e; s++) h = (h ^ (unsigned char)*s) * 16777619u;

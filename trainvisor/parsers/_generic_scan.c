@@ -134,7 +134,8 @@ static int store_state(scan *sc) {
     return tables_store(sc);
 }
 
-/* The parser's Python `line` for one line, its events appended; then its state read back. */
+/* The parser's Python `line` for one line, its events appended with the block's stream; then its
+ * state read back. */
 static int handoff(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
     if (store_state(sc)) return -1;
     PyObject *text = PyUnicode_DecodeUTF8(ls, e - ls, NULL), *r = NULL, *seq = NULL;
@@ -143,7 +144,7 @@ static int handoff(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
     if (r != Py_None) {
         if (!(seq = PySequence_Fast(r, "GenericParser.line must return a list or None"))) goto done;
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++)
-            if (PyList_Append(sc->out, PySequence_Fast_GET_ITEM(seq, i))) goto done;
+            if (append_stamped(sc, PySequence_Fast_GET_ITEM(seq, i))) goto done;
     }
     rc = load_state(sc);
 done:

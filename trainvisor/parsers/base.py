@@ -41,7 +41,9 @@ class Parser(Protocol):
     description: ClassVar[str]
 
     def feed(self, block: LineBlock) -> list[Event]:
-        """Events for the lines of `block`, in line order."""
+        """Events for the lines of `block`, in line order. A parser whose events carry the
+        block's stream already says so with a class attribute ``stamps_stream = True`` (the
+        pipeline then skips its copy); others leave the stream to the pipeline."""
         ...
 
     def finish(self) -> list[Event]:

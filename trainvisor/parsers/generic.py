@@ -24,8 +24,9 @@ values are held, and stay held: a held name printed again with another value, al
 after the start, is a series and its held value is reported then; the others were
 configuration and are never reported.
 Once training has started, the optional C loop (`_generic_scan.c`) reads the lines
-of pairs, evaluation tables, JSON records and Katib's records; every other line comes back to `parse_line` in order (same events once the
-pipeline has written the block's stream into them: the C loop writes it already).
+of pairs, evaluation tables, JSON records and Katib's records; every other line comes
+back to `parse_line` in order (same events; `feed` writes the block's stream into
+them all, as `stamps_stream` says).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
 ``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
 """
@@ -37,7 +38,7 @@ import os
 import re
 from typing import Callable, ClassVar, NamedTuple, Optional
 
-from ..events import PHASE_TRAIN, PHASE_VAL, Metric
+from ..events import PHASE_TRAIN, PHASE_VAL, Metric, with_stream
 from . import register_parser
 from .bars import BarMetrics, may_be_bar
 from .base import LineParser
@@ -75,7 +76,7 @@ _PHASE_KEYS = frozenset({"mode", "phase", "split"})
 _NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
 _NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cache starts again
 # Metric's fields after the nine a parser gives (added with defaults): the C loop appends them,
-# the block's stream first (Metrics of the Python loop say "stdout"; the pipeline writes the stream).
+# the block's stream first (Metrics of the Python loop say "stdout"; the C loop copies them with the block's).
 _METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
 
 
@@ -119,6 +120,9 @@ class GenericParser(LineParser):
     description: ClassVar[str] = "fallback: name=value / name: value pairs and JSON-lines records (step/iter/epoch keys index them)"
     markers: ClassVar[tuple[str, ...]] = ("=", ":") + TABLE_MARKERS
     signature: ClassVar[str] = ""
+    # Its events say the block's stream already (the C loop writes it, the Python loop's are
+    # copied here): the pipeline need not look at each of them again (Pipeline.feed).
+    stamps_stream: ClassVar[bool] = True
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -140,7 +144,8 @@ class GenericParser(LineParser):
             out = self._c_feed(block.text, block.first_line, block.wall_time, block.stream, self._pos, self._env)
             if out is not NotImplemented:
                 return out
-        return self.feed_lines(block, self.parse_line)
+        out = self.feed_lines(block, self.parse_line)
+        return with_stream(out, block.stream) if block.stream != "stdout" and out else out
 
     def _line(self, text, number, wall_time):
         """`parse_line` for a line the C loop hands back (each of its terminal states, when it was
