@@ -171,9 +171,16 @@ static int find_pairs(const char *ls, const char *e, pair *prs) {
 
 /* ---- index keys (generic.py `_ITER_KEYS`, `_EPOCH_KEYS`, `_STICKY_KEYS`) ---- */
 
+/* s..e is one of `words` (NULL-ended): a byte loop, as most keys differ from every word in
+ * their first byte, and a word's end is its NUL. */
 static int key_is(const char *s, const char *e, const char *const *words) {
-    for (; *words; words++)
-        if ((size_t)(e - s) == strlen(*words) && memcmp(s, *words, (size_t)(e - s)) == 0) return 1;
+    size_t n = (size_t)(e - s);
+    for (; *words; words++) {
+        const char *w = *words;
+        size_t i = 0;
+        while (i < n && w[i] && w[i] == s[i]) i++;
+        if (i == n && !w[n]) return 1;
+    }
     return 0;
 }
 
