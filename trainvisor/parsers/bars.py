@@ -25,9 +25,13 @@ from .common import NUMBER, NameTable, fnum, to_float
 
 __all__ = ["BarState", "BarMetrics", "read_bar", "may_be_bar"]
 
-_TQDM_RE = re.compile(
-    r"^(?P<desc>.*?)(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<inner>[^\]]*)\]"
-    r"|^(?P<desc2>.*?)(?P<n2>\d+)(?:/(?P<total2>\d+)|\w*)\s*\[(?P<inner2>[\d:]+(?:<[\d:?]+)?, [^\]]*/[^\]]*)\]")
+# tqdm's two forms, as ``^(?P<desc>.*?)<form>``: a lazy description before the form is the text
+# before the first position where the form matches, which is what `search` finds (`_search_form`).
+# With a percentage (``45%|...| 45/100 [...]``); its first "%|" is at most 3 digits after the start.
+_TQDM_PCT_RE = re.compile(r"\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<inner>[^\]]*)\]")
+# Without (``45/100 [00:02<00:03, ...]``, ``45it [00:02, ...]``): only where a "[" opens the times.
+_TQDM_COUNT_RE = re.compile(r"(?P<n>\d+)(?:/(?P<total>\d+)|\w*)\s*\[(?P<inner>[\d:]+(?:<[\d:?]+)?, [^\]]*/[^\]]*)\]")
+_TIMES_OPEN_RE = re.compile(r"\[[\d:]")
 _RICH_RE = re.compile(
     r"^(?P<desc>.*?)\s*[━╸╺─]+\s+(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*[-\d:]+\s*(?P<rate>\S+/s|\S+/it)?"
     r"(?P<post>.*)$")
@@ -63,43 +67,61 @@ def may_be_bar(text: str) -> bool:
 
 
 def read_bar(text: str) -> Optional[BarState]:
-    """The bar `text` shows, or None when it is no progress bar."""
-    if "|" in text or "[" in text:
-        m = _TQDM_RE.search(text)
-        if m is not None:
-            return _tqdm_state(m)
+    """The bar `text` shows, or None when it is no progress bar. The tqdm and rich forms are
+    tried only on a line holding what they cannot match without ("%|", a "[" opening the times, "•")."""
+    m = _tqdm_form(text)
+    if m is not None:
+        return _tqdm_state(m, text)
     if "•" in text:
-        m = _RICH_RE.search(text)
+        m = _RICH_RE.match(text)
         if m is not None:
             pairs = tuple((k, v) for k, raw in _RICH_PAIR_RE.findall(m.group("post"))
                           if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
             return _state(m.group("desc"), m.group("n"), m.group("total"), pairs, _rate(m.group("rate") or ""))
-    m = _KERAS_RE.search(text)
+    m = _KERAS_RE.match(text)
     if m is not None:
-        pairs = tuple((k, v) for k, raw in _KERAS_PAIR_RE.findall(m.group("post"))
-                      if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
+        pairs = tuple([(k, v) for k, raw in _KERAS_PAIR_RE.findall(m.group("post"))
+                       if k not in _BOOKKEEPING and (v := to_float(raw)) is not None])
         rate = None
         if m.group("per"):
             per = to_float(m.group("per"))
-            rate = 1.0 / (per * _UNIT_SECONDS[m.group("unit")]) if per else None
+            # a per-step time so small that it is 0 s once scaled is no rate (not a division by zero)
+            seconds = per * _UNIT_SECONDS[m.group("unit")] if per else None
+            rate = 1.0 / seconds if seconds else None
         return _state("", m.group("n"), m.group("total"), pairs, rate)
     return None
 
 
-def _tqdm_state(m: re.Match) -> BarState:
-    if m.group("n") is not None:
-        desc, n, total, inner = m.group("desc"), m.group("n"), m.group("total"), m.group("inner")
-    else:
-        desc, n, total, inner = m.group("desc2"), m.group("n2"), m.group("total2"), m.group("inner2")
+def _tqdm_form(text: str) -> Optional[re.Match]:
+    """The match of tqdm's first form that `text` shows (desc: the text before it), or None."""
+    if "%|" in text:
+        m = _search_form(_TQDM_PCT_RE, text, max(0, text.index("%|") - 3))
+        if m is not None:
+            return m
+    if "[" in text and _TIMES_OPEN_RE.search(text) is not None:
+        return _search_form(_TQDM_COUNT_RE, text, 0)
+    return None
+
+
+def _search_form(form: re.Pattern, text: str, pos: int) -> Optional[re.Match]:
+    """`form` after the lazy ``^(.*?)`` of a description: its first match, unless a newline
+    (which ``.`` does not cross) comes before it."""
+    m = form.search(text, pos)
+    if m is not None and "\n" in text[:m.start()]:
+        return None
+    return m
+
+
+def _tqdm_state(m: re.Match, text: str) -> BarState:
     rate = None
     pairs = []
-    for part in inner.split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
+    for part in m.group("inner").split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
         name, v = _tqdm_part(part)
         if name == "":
             rate = v if rate is None else rate
         elif name is not None:
             pairs.append((name, v))
-    return _state(desc, n, total, tuple(pairs), rate)
+    return _state(text[:m.start()], m.group("n"), m.group("total"), tuple(pairs), rate)
 
 
 # A bar redraws the same description and postfix parts state after state: what they say is
