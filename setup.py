@@ -21,7 +21,8 @@ setup(
         Extension(
             "trainvisor.parsers._generic_scan",
             ["trainvisor/parsers/_generic_scan.c"],
-            depends=_SHARED + ["trainvisor/parsers/_generic_grammar.h"],
+            depends=_SHARED + ["trainvisor/parsers/_generic_grammar.h", "trainvisor/parsers/_generic_events.h",
+                               "trainvisor/parsers/_generic_bars.h"],
             optional=True,
         ),
         Extension(

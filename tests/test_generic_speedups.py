@@ -53,6 +53,41 @@ LOOKS_LIKE_A_BAR_OR_TABLE = [
     "INFO:root:Epoch[0] Batch [20]\tSpeed: 512.30 samples/sec\taccuracy=0.112\n",
     "Class Images P R mAP50 mAP50-95 x=1\n", "d2 INFO: Evaluating predictions loss: 0.2\n",
 ]
+# Progress bars: tqdm's form with "%|" and the Keras 2 form are read in C (non-ASCII in a description
+# or a bar too), their postfixes against BarMetrics' state; other forms and every doubt are Python's.
+READ_IN_C_BARS = [
+    "Epoch 0:  45%|████▌     | 45/100 [00:02<00:03, 19.5it/s, loss=0.231, v_num=0]\n",
+    "Epoch 0:  46%|████▌     | 46/100 [00:02<00:03, 19.5it/s, loss=0.231, v_num=0]\n",  # the same postfix: nothing
+    "Epoch 0: 100%|██████████| 100/100 [00:05<00:00, 19.5it/s, loss=0.231, v_num=0]\n",  # at its total: again
+    "  0%|          | 0/1677 [00:00<?, ?it/s]\n",
+    "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 4/4 "
+    "[00:01<00:00,  3.10it/s]\n",
+    "       0/2     1.20G   0.08000   0.05000   0.02000        20       640: 100%|##########| 10/10 [00:05<00:00,  2.00it/s]\n",
+    "250/250 [==============================] - 3s 10ms/step - loss: 0.5000 - accuracy: 0.8000 - val_loss: 0.4000\n",
+]
+BAR_LINES = READ_IN_C_BARS + [
+    "Epoch 1: 100%|##########| 100/100 [00:05<00:00, 2.11s/it, loss=nan, acc=-inf, x=1.#INF, y=1e5, z=.5]\n",
+    "Epoch 1: 100%|##########| 100/100 [00:05<00:00, 2.11s/it, loss=nan, acc=-inf, x=1.#INF, y=1e5, z=.5]\n",  # NaN
+    "valid 7%|█| 7 [00:01, a=1, b, c=x, =2, 9x=1, v_num=3, it/s=4,  d = 5 , e=+1.5e-3 , f=1.#QNAN0, g=1.#INF.]\n",
+    "valid ━ 7%|█| 7 [00:01, 1.5it/s, b, c=x, v_num=3]\n", "valid ━ 7%|█| 7 [00:01, 1.5it/s, c=1]\n",
+    "٣%|█| 1/2 [0, l=1] 5%|#| 1/2 [x, 1/s]\n",  # a Unicode digit opens the first percentage
+    "A: 5%|#| 1/20 [t, l=1]\n", "A 5%|#| 1/20 [t, l=1]\n", " A :: 5%|#| 2/20 [t, l=1]\n",  # one description: once
+    "Époque\u00a0 5%|#| 1/2 [t, l=1]\n", "Époque 5%|#| 1/2 [t, l=1]\n",  # str.strip takes the no-break space too
+    "Époque 2 ▸ 50%|█████     | 5/10 [00:01<00:01, 3.1it/s, loss=0.4]\n", "x٣5%|█| 1/2 [0, l=1]\n", "x5%|█| ٣/4 [0, l=1]\n",
+    "7%|█| 3/4\u00a0[x, l=1]\n", "7%|█|\u00a03/4 [x, l=1]\n", "7%|█| 3/4 [x, l=1, m=٣]\n", "5%| |3/[x, l=1] 9%|y| 2/3 [z, l=2]\n",
+    "train:  45%|####      | 45/100 [00:02<00:03,  2.00s/it, loss=0.231] 1234%|x| 5/6 [a, q=1]\n", "1234%|x| 5/6 [a, q=2]\n",
+    " Epoch [3] : 5%|#| 1/20 [t, l=1]\n", "epoch 99999999999999999999 5%|#| 1/20 [t, l=1]\n", "5%|#| 1/20 [t, l=3] x: 1\n",
+    "é poch 5%|#| 1/20 [t]\n", "é 5%|#| 99999999999999999999/20 [t]\n", "Epoch 2 5%|#| 2/20 [t, x=1] 5/10 [00:01<00:02, l=1]\n",
+    "Epoch 3/9 ━━━━━━━━━━ 50/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",
+    "250/250 [==============================] - 3s 10ms/step - loss: 0.5000 - accuracy: 0.8000 - val_loss: 0.4000\n",
+    "  32/100 [=>....] - ETA: 1s - loss: 2.3000 - ETA: 3 - v_num: 1 - x: 1.5e - y: nan - z: 1.#QNAN0 - w: 2. - a/b: 1:\n",
+    "15635/15635 [==============================] - 8s 500us/step - loss: 0.9278\n", "3/4 [==] - 1s 1.5.2s/step - a: 1\n",
+    "3/4 [==] 1s - a: 1\n", "3/4 [==] - 1sec - a: 1\n", "3/4 [= =] - 1s - a: 1\n", "3/4 ========== 1s 10ms/step - a: 1\n",
+    "50/50 ━━━━━━━━━━ 1s 10ms/step - accuracy: 0.91 - loss: 0.23\n", "3/4 [==] - 1s 10ms/step   \n", "3/4 [==] - 1s-a: 1\n",
+    "99999999999999999999/3 [==] - 1s - a: 1\n", "3/4 [==] - 1s 0." + "0" * 320 + "1us/step - loss: 1\n",
+    "3/4 [==] - ETA: - a: 1\n", "3/4 [==] - 2ms 1us/step - a: 1 - b: 2 - c:  3 -  d: 4 --e: 5 - f: 6x - g: 7.\n",
+    "3/4 [==] - 2ms 1us/step - h: 5.. - i: 1e5. - j: inf. - k: 1.#INF. - l: 2:\n",
+]
 CORNERS = [
     "loss: 0.5\n",  # starts the training: every corner below is read by the C loop
     "a=1.#INF b=1.#INF: c=-1.#QNAN0 d=1.#IND\n",  # a failed Windows spelling falls back to "1."
@@ -88,6 +123,7 @@ CORNERS = [
     "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
     "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]\n", "y: 5it [00:01, 3.0it/s, acc=1]\n", "z [00:0<x, 1/s w=2\n",
     "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",
+    *BAR_LINES,
 ]
 
 
@@ -109,7 +145,9 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
     "step", "epoch", "loss", "IoU", "mAP", "all ", "1.#INF", "nan", "inf", "(step ", "\n", "é", "metricName",
     "Average Precision (AP) @[ IoU=", "Average Recall  (AR) @[", "IoU=0.50:0.95", " | area=", "small", "| maxDets=",
     "] = ", "IoU metric: ", "iter/s", "/s", "/it", "%|", "[00:01<00:02, ", "[0:1, ", "_mAP", "Evaluating ",
-    "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 "])
+    "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 ",
+    "█", "━", "•", "٣", "\u00a0", "Epoch ", "5%|", "| 3/4 [", "00:01<00:02, ", "?it/s", "s/it", "1.5it/s", ", loss=", "v_num=",
+    "[==>.]", " - 1s 10ms/step", " - ETA: ", " - loss: ", "ms/step", "=nan", ": nan"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -142,3 +180,28 @@ def test_the_c_loop_writes_the_blocks_stream():
     got = parser.feed(LineSplitter("stderr").feed(b"loss: 0.5\nloss: 0.4\n{\"loss\": 0.3}\nloss: 0.2\n", 0.0, 1.5))
     assert [(m.value, m.stream) for m in got] == [(0.5, "stdout"), (0.4, "stderr"), (0.3, "stdout"), (0.2, "stderr")]
     assert {m.stream for m in with_stream(got, "stderr")} == {"stderr"}
+
+
+@pytest.mark.parametrize("line", ["é Epoch " + "9" * 5000 + " 5%|#| 1/2 [t, 1/s]", "é 5%|#| " + "9" * 5000 + "/2 [t, 1/s]"])
+def test_a_bar_whose_numbers_int_refuses_fails_in_both_loops(line):
+    """int() takes at most 4300 digits: such a bar is Python's in the C loop too, and fails alike."""
+    data = ("loss: 0.5\n" + line + "\n").encode()
+    for use_c in (True, False):
+        with pytest.raises(ValueError, match="digits"):
+            events(data, use_c=use_c)
+
+
+def test_progress_bars_are_read_in_c():
+    """tqdm's "%|" form (█ bars, a non-ASCII description) and Keras 2 lines go to no Python, their
+    postfixes once per change as BarMetrics reports them."""
+    parser = generic.GenericParser(ParserOptions(year=2026))
+    handed = []
+    python_line = parser._env.line
+    parser._env = parser._env._replace(line=lambda t, n, w: handed.append(t) or python_line(t, n, w))
+    got = parser.feed(LineSplitter("s").feed("".join(["loss: 0.5\n"] + READ_IN_C_BARS).encode(), 0.0, 1.5))
+    assert handed == ["loss: 0.5"]
+    assert [(m.name, m.value, m.iteration, m.phase, m.epoch, m.line, m.running) for m in got] == [
+        ("loss", 0.5, None, "train", None, 1, False),
+        ("loss", 0.231, 45, "train", 0.0, 2, True), ("loss", 0.231, 100, "train", 0.0, 4, False),
+        ("loss", 0.5, 250, "train", None, 8, False), ("accuracy", 0.8, 250, "train", None, 8, False),
+        ("loss", 0.4, 250, "val", None, 8, False)]

@@ -182,8 +182,10 @@ class BarMetrics:
     changed state: iteration `n`, the description's epoch, ``running`` until n == total."""
 
     def __init__(self, names: NameTable) -> None:
-        self._names = names
-        self._last: dict[str, tuple] = {}  # desc -> (postfix, done) of its last reported state
+        self.names = names
+        # desc -> (postfix, done) of its last reported state; the generic parser's C loop reads
+        # and writes it too (_generic_bars.h), building the same tuples
+        self.states: dict[str, tuple] = {}
 
     def read(self, text: str, number: int, wall_time: float) -> Optional[list[Metric]]:
         """Metrics of `text` when it is a bar state ([] when nothing changed); None when it is no bar."""
@@ -192,11 +194,11 @@ class BarMetrics:
             return None
         done = bar.total is not None and bar.n >= bar.total
         key = (bar.postfix, done)
-        if not bar.postfix or self._last.get(bar.desc) == key:
+        if not bar.postfix or self.states.get(bar.desc) == key:
             return []
-        self._last[bar.desc] = key
+        self.states[bar.desc] = key
         epoch = fnum(bar.epoch) if bar.epoch is not None else None
-        names = self._names
+        names = self.names
         out = []
         for raw, value in bar.postfix:
             name, phase = names(raw)

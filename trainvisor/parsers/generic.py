@@ -77,6 +77,7 @@ _NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cac
 # Metric's fields after the nine a parser gives (added with defaults): the C loop appends them,
 # the block's stream first (Metrics of the Python loop say "stdout"; the pipeline writes the stream).
 _METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
+_RUNNING_TAIL = tuple(True if f == "running" else Metric._field_defaults[f] for f in Metric._fields[9:])
 
 
 class GenericScanState:
@@ -102,7 +103,8 @@ class GenericScanState:
 class ScanEnv(NamedTuple):
     """What the C loop works with: the name cache and its filler, the held names (a
     record printing one is Python's), the Python line parser for the lines it hands
-    back, how to build a Metric, the number fallback."""
+    back, how to build a Metric, the number fallback; for progress bars, BarMetrics'
+    state (read and written) and names, and the tail of a running value's Metric."""
 
     cache: dict
     held: dict
@@ -111,6 +113,9 @@ class ScanEnv(NamedTuple):
     metric_type: type
     metric_tail: tuple
     to_float: Callable[[str], Optional[float]]
+    bar_states: dict
+    bar_names: Callable[[str], tuple]
+    running_tail: tuple
 
 
 @register_parser
@@ -129,7 +134,8 @@ class GenericParser(LineParser):
         self._bars = BarMetrics(self._names)  # progress-bar postfixes (bars.py)
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
-        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float)
+        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float,
+                            self._bars.states, self._bars.names, _RUNNING_TAIL)
         # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
         self._c_feed = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_feed
 
