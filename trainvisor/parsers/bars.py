@@ -44,6 +44,11 @@ _TQDM_PAIR_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")$")
 _RATE_RE = re.compile(r"(" + NUMBER + r")\s*([A-Za-z]*)/s$|(" + NUMBER + r")\s*s/([A-Za-z]+)$")
 _EPOCH_RE = re.compile(r"[Ee]poch\s*\[?\s*(\d+)")
 _BOOKKEEPING = frozenset({"v_num", "it/s", "s/it", "ETA", "eta"})
+# A bar value's Metric fields after the nine a parser gives: the defaults, `running` set or not
+# (a Metric built from its fields as one tuple: the keyword call costs 4x).
+FINISHED_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
+RUNNING_TAIL = tuple(True if f == "running" else Metric._field_defaults[f] for f in Metric._fields[9:])
+_new_tuple = tuple.__new__
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
@@ -115,8 +120,9 @@ def _search_form(form: re.Pattern, text: str, pos: int) -> Optional[re.Match]:
 def _tqdm_state(m: re.Match, text: str) -> BarState:
     rate = None
     pairs = []
+    memo = _PART_MEMO
     for part in m.group("inner").split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
-        name, v = _tqdm_part(part)
+        name, v = memo.get(part) or _tqdm_part(part)
         if name == "":
             rate = v if rate is None else rate
         elif name is not None:
@@ -199,8 +205,10 @@ class BarMetrics:
         self.states[bar.desc] = key
         epoch = fnum(bar.epoch) if bar.epoch is not None else None
         names = self.names
+        n = bar.n
+        tail = FINISHED_TAIL if done else RUNNING_TAIL
         out = []
         for raw, value in bar.postfix:
             name, phase = names(raw)
-            out.append(Metric(name, value, bar.n, phase, None, None, epoch, wall_time, number, running=not done))
+            out.append(_new_tuple(Metric, (name, value, n, phase, None, None, epoch, wall_time, number) + tail))
         return out

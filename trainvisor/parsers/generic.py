@@ -39,7 +39,7 @@ from typing import Callable, ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric
 from . import register_parser
-from .bars import BarMetrics, may_be_bar
+from .bars import RUNNING_TAIL, BarMetrics, may_be_bar
 from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
 from .tables import TABLE_MARKERS, EvalTables
@@ -77,7 +77,6 @@ _NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cac
 # Metric's fields after the nine a parser gives (added with defaults): the C loop appends them,
 # the block's stream first (Metrics of the Python loop say "stdout"; the pipeline writes the stream).
 _METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
-_RUNNING_TAIL = tuple(True if f == "running" else Metric._field_defaults[f] for f in Metric._fields[9:])
 
 
 class GenericScanState:
@@ -135,7 +134,7 @@ class GenericParser(LineParser):
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
         self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float,
-                            self._bars.states, self._bars.names, _RUNNING_TAIL)
+                            self._bars.states, self._bars.names, RUNNING_TAIL)
         # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
         self._c_feed = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_feed
 
