@@ -63,6 +63,8 @@ READ_IN_C_BARS = [
     "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 4/4 "
     "[00:01<00:00,  3.10it/s]\n",
     "       0/2     1.20G   0.08000   0.05000   0.02000        20       640: 100%|##########| 10/10 [00:05<00:00,  2.00it/s]\n",
+    "Epoch 0/2  ━━━━━━━━━━━━━━━━━ 10/10 0:00:00 • 0:00:00 11.89it/s v_num: 0.000     \n",
+    "Epoch 3/9 ━━━━━╸━━━━ 25/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",
     "250/250 [==============================] - 3s 10ms/step - loss: 0.5000 - accuracy: 0.8000 - val_loss: 0.4000\n",
 ]
 BAR_LINES = READ_IN_C_BARS + [
@@ -79,6 +81,15 @@ BAR_LINES = READ_IN_C_BARS + [
     " Epoch [3] : 5%|#| 1/20 [t, l=1]\n", "epoch 99999999999999999999 5%|#| 1/20 [t, l=1]\n", "5%|#| 1/20 [t, l=3] x: 1\n",
     "é poch 5%|#| 1/20 [t]\n", "é 5%|#| 99999999999999999999/20 [t]\n", "Epoch 2 5%|#| 2/20 [t, x=1] 5/10 [00:01<00:02, l=1]\n",
     "Epoch 3/9 ━━━━━━━━━━ 50/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",
+    "Epoch 3/9 ━━━━━━━━━━ 50/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",  # the same state: nothing
+    "Epoch 4 ━━━━━╸━━━━ 25/50 0:00:02 • 0:00:00 25.1it/s val_loss: nan x: 1. y: 2x z: inf a: 1b: 2 c: 3• t/l: -1e-3\n",
+    "━━ ━━ 5/6 1:2•3 a/s/s b: 1\n", "a ━━ x ━━━ 5/6 0:01 • 0:02 1.5s/it loss: 0.5\n", "a ─━ 5/6 0:01 • 0:02 loss: 0.6\n",
+    "x ━━ 5/6 0:01 • 0:02 a/sb/itc loss: 1\n", "x ━━ 5/6 0:01 • 0:02 /s q: 2/it r: 3\n", "━━ 5/6 0:01 • 0:02\n",
+    "é ━━ 5/6 0:01 • 0:02 1/s a: 1\n", "Epoch 1 ━━ 5/6 0:01 • 0:02 1/s\u00a0a: 1\n", "━━ 5/6 0:01 •\n", "━━ ٣/6 0:01 • 1 a: 1\n",
+    "\x1b[35m━━\x1b[0m 1/4 0:00:01 • 0:00:03 25.10it/s v_num: 0 train_loss: 0.693\n", "Epoch 5 ━━ 5/6 0:01 • 0:02  \n",
+    "Epoch 99999999999999999999 ━━ 5/6 0:01 • 0:02 1/s a: 1\n", "━━ 5/6 0:01 • 0:02 1/s v_num: 1 ETA: 2 it/s: 3\n",
+    "x ━━ 5/6 0:01 • 0:02 1/sx: 2\n", "x ━━ 5/6 0:01 • 0:02 a/sb/sx: 3\n", "x ━━ 5/6 0:01 • 0:02 a/itb/itx: 4\n",  # rates
+    "━━ 5/6 0:01 • 0:02 1/s a: 1\u00a0b: 2 cé: 3\n", "━━ 5/6 1:2 x 3 1/s a: 1 •\n",  # Unicode classes; no rich form
     "250/250 [==============================] - 3s 10ms/step - loss: 0.5000 - accuracy: 0.8000 - val_loss: 0.4000\n",
     "  32/100 [=>....] - ETA: 1s - loss: 2.3000 - ETA: 3 - v_num: 1 - x: 1.5e - y: nan - z: 1.#QNAN0 - w: 2. - a/b: 1:\n",
     "15635/15635 [==============================] - 8s 500us/step - loss: 0.9278\n", "3/4 [==] - 1s 1.5.2s/step - a: 1\n",
@@ -192,7 +203,7 @@ def test_a_bar_whose_numbers_int_refuses_fails_in_both_loops(line):
 
 
 def test_progress_bars_are_read_in_c():
-    """tqdm's "%|" form (█ bars, a non-ASCII description) and Keras 2 lines go to no Python, their
+    """tqdm's "%|" form (█ bars, a non-ASCII description), rich's and Keras 2 lines go to no Python, their
     postfixes once per change as BarMetrics reports them."""
     parser = generic.GenericParser(ParserOptions(year=2026))
     handed = []
@@ -203,5 +214,6 @@ def test_progress_bars_are_read_in_c():
     assert [(m.name, m.value, m.iteration, m.phase, m.epoch, m.line, m.running) for m in got] == [
         ("loss", 0.5, None, "train", None, 1, False),
         ("loss", 0.231, 45, "train", 0.0, 2, True), ("loss", 0.231, 100, "train", 0.0, 4, False),
-        ("loss", 0.5, 250, "train", None, 8, False), ("accuracy", 0.8, 250, "train", None, 8, False),
-        ("loss", 0.4, 250, "val", None, 8, False)]
+        ("loss", 0.231, 25, "train", 3.0, 9, True),
+        ("loss", 0.5, 250, "train", None, 10, False), ("accuracy", 0.8, 250, "train", None, 10, False),
+        ("loss", 0.4, 250, "val", None, 10, False)]

@@ -1,16 +1,17 @@
 /* Progress-bar lines in the generic C loop: bars.py `read_bar` for tqdm's form with a percentage
- * (`_TQDM_PCT_RE`) and the Keras 2 form with a `[=>.]` bar (`_KERAS_RE`), then `BarMetrics.read`
- * on the parser's own bar state (ScanEnv.bar_states, BarMetrics.states). Included by
- * _generic_scan.c, after _generic_events.h and _generic_grammar.h.
+ * (`_TQDM_PCT_RE`), rich's form (`_RICH_RE`) and the Keras 2 form with a `[=>.]` bar (`_KERAS_RE`),
+ * then `BarMetrics.read` on the parser's own bar state (ScanEnv.bar_states, BarMetrics.states).
+ * Included by _generic_scan.c, after _generic_events.h and _generic_grammar.h.
  *
  * Python's \d, \s and \w are Unicode-aware: a non-ASCII byte where a regex tests a class (or
  * where `str.strip` looks) makes the reading unsure, and the line goes to Python. Non-ASCII bytes
  * are read here only where the regexes take any character: a tqdm bar's description and the bar
  * itself (`█`), the description not right before a percentage of fewer than 3 digits (a Unicode
  * digit there would open it), nor in a description whose postfix gives metrics (its strip and its
- * `Epoch` are Python's). Every other form (tqdm's without a percentage, rich, Keras 3, ...) and
- * every doubt is Python's: DONE only for what read_bar certainly reads, NOT_MINE only for an ASCII
- * line no form can match. */
+ * `Epoch` are Python's); and in a rich line whose only non-ASCII characters are its bar's and its
+ * `•` (none of them \s, \d or \w). Every other form (tqdm's without a percentage, Keras 3, ...)
+ * and every doubt is Python's: DONE only for what read_bar certainly reads, NOT_MINE only for an
+ * ASCII line no form can match. */
 #ifndef TRAINVISOR_GENERIC_BARS_H
 #define TRAINVISOR_GENERIC_BARS_H
 
@@ -22,9 +23,11 @@ enum { BAR_NO = 0, BAR_YES = 1, BAR_UNSURE = 2 };
 typedef struct {
     const char *ds, *de;           /* the description: the text before the form */
     const char *ns, *ne, *ts, *te; /* n, total (ts NULL: none) */
-    const char *ps, *pe;           /* tqdm's bracket, or Keras' ` - name: value` tail */
-    int keras;
+    const char *ps, *pe;           /* tqdm's bracket, rich's or Keras' tail */
+    int form;
 } bar_line;
+
+enum { FORM_TQDM, FORM_RICH, FORM_KERAS };
 
 typedef struct { const char *ks, *ke, *vs, *ve; } bar_pair; /* a postfix's raw name and NUMBER */
 
@@ -72,7 +75,7 @@ static int tqdm_pct(const char *ls, const char *e, bar_line *b) {
         if (d == p) continue;
         int r = tqdm_rest(p, e, b);
         if (r == BAR_NO) continue; /* the rest is the same from each start before this "%|" */
-        b->ds = ls, b->de = d, b->keras = 0;
+        b->ds = ls, b->de = d, b->form = FORM_TQDM;
         return r;
     }
     return BAR_NO;
@@ -83,6 +86,70 @@ static int may_be_count_form(const char *ls, const char *e) {
     for (const char *p = ls; (p = memchr(p, '[', (size_t)(e - p))) && ++p < e;)
         if (is_digit(*p) || *p == ':' || is_wide(*p)) return 1;
     return 0;
+}
+
+/* rich's characters (UTF-8): its bar's `━╸╺─` (1), its `•` (2), another (0) */
+static int rich_char(const char *p, const char *e) {
+    if (e - p < 3 || (unsigned char)p[0] != 0xE2) return 0;
+    unsigned char b1 = (unsigned char)p[1], b2 = (unsigned char)p[2];
+    if ((b1 == 0x94 && (b2 == 0x80 || b2 == 0x81)) || (b1 == 0x95 && (b2 == 0xB8 || b2 == 0xBA))) return 1;
+    return b1 == 0x80 && b2 == 0xA2 ? 2 : 0;
+}
+
+static const char *skip_bar_chars(const char *p, const char *e) {
+    while (rich_char(p, e) == 1) p += 3;
+    return p;
+}
+
+/* `\s+(\d+)/(\d+)\s+[\d:]+\s*•\s*[-\d:]+` after a rich bar: the end, or NULL (no backtracking
+ * finds another way: each run stops where the next part cannot start) */
+static const char *rich_counts(const char *p, const char *e, bar_line *b) {
+    const char *q = skip_ws(p, e);
+    if (q == p) return NULL;
+    b->ns = q;
+    if ((b->ne = q = digits(q, e)) == b->ns || q >= e || *q != '/') return NULL;
+    b->ts = q + 1;
+    if ((b->te = q = digits(q + 1, e)) == b->ts || (p = skip_ws(q, e)) == q) return NULL;
+    for (q = p; q < e && (is_digit(*q) || *q == ':');) q++;
+    if (q == p || rich_char(q = skip_ws(q, e), e) != 2) return NULL;
+    for (p = q = skip_ws(q + 3, e); q < e && (is_digit(*q) || *q == ':' || *q == '-');) q++;
+    return q > p ? q : NULL;
+}
+
+/* After the times: `\s*(?P<rate>\S+/s|\S+/it)?`, each \S+ as long as it can be; where the post starts */
+static const char *rich_post(const char *p, const char *e) {
+    const char *r = skip_ws(p, e), *re = r;
+    while (re < e && !is_ws(*re)) re++;
+    for (const char *k = re - 2; k > r; k--)
+        if (k[0] == '/' && k[1] == 's') return k + 2;
+    for (const char *k = re - 3; k > r; k--)
+        if (k[0] == '/' && k[1] == 'i' && k[2] == 't') return k + 3;
+    return r;
+}
+
+/* _RICH_RE on a line whose non-ASCII characters are all rich's: the lazy description ends where a
+ * blank run before a bar run starts, the first bar run the counts and times follow; the post
+ * `(.*)$` then always matches. */
+static int rich_form(const char *ls, const char *e, bar_line *b) {
+    for (const char *p = ls; p < e; p++)
+        if (is_wide(*p)) {
+            if (!rich_char(p, e)) return BAR_UNSURE;
+            p += 2;
+        }
+    for (const char *p = ls; p < e;) {
+        if (rich_char(p, e) != 1) {
+            p++;
+            continue;
+        }
+        const char *be = skip_bar_chars(p, e), *w = p, *t = rich_counts(be, e, b);
+        if (t) {
+            while (w > ls && is_ws(w[-1])) w--;
+            b->ds = ls, b->de = w, b->ps = rich_post(t, e), b->pe = e, b->form = FORM_RICH;
+            return BAR_YES;
+        }
+        p = be;
+    }
+    return BAR_UNSURE; /* Python's regex finds none: the Keras form's turn */
 }
 
 /* (?:\s+(?P<per>[\d.]+)(?P<unit>[mu]?s)/step)? at p: its end, or p */
@@ -124,7 +191,7 @@ static int keras_form(const char *ls, const char *e, bar_line *b) {
         q = skip_ws(p, e);
         if (q == p || q + 1 >= e || *q != '-' || !is_ws(q[1])) return BAR_UNSURE;
     }
-    b->ds = b->de = ls, b->ps = p, b->pe = e, b->keras = 1;
+    b->ds = b->de = ls, b->ps = p, b->pe = e, b->form = FORM_KERAS;
     return BAR_YES;
 }
 
@@ -134,6 +201,7 @@ static const char *const BOOKKEEPING[] = {"v_num", "it/s", "s/it", "ETA", "eta",
 
 static int ends_keras_value(const char *v, const char *e) { return v == e || !(is_w(*v) || *v == '.'); } /* (?![\w.]) */
 static int ends_part(const char *v, const char *e) { return v == e; }                                     /* $ */
+static int ends_rich_value(const char *v, const char *e) { return v == e || is_ws(*v); }                  /* (?!\S) */
 
 /* NUMBER at p followed by what `ends` allows: its end, or NULL. Each alternative's greedy end is the
  * only one that can pass (a shorter one stops before a digit, '.', or a letter). */
@@ -183,6 +251,21 @@ static int keras_pairs(const bar_line *b, bar_pair *prs) {
         const char *k = memcmp(i, " - ", 3) == 0 ? bar_name(i + 3, b->pe) : NULL, *v = NULL;
         if (k && b->pe - k >= 2 && k[0] == ':' && k[1] == ' ' && (v = number_ending(k + 2, b->pe, ends_keras_value))) {
             n = add_pair(prs, n, i + 3, k, k + 2, v);
+            i = v;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
+/* _RICH_PAIR_RE.findall over the post (ASCII but for rich's characters, none a name's): the pairs, or -1 */
+static int rich_pairs(const bar_line *b, bar_pair *prs) {
+    int n = 0;
+    for (const char *i = b->ps; n >= 0 && i < b->pe;) {
+        const char *k = bar_name(i, b->pe), *v = NULL;
+        if (k && b->pe - k >= 2 && k[0] == ':' && k[1] == ' ' && (v = number_ending(k + 2, b->pe, ends_rich_value))) {
+            n = add_pair(prs, n, i, k, k + 2, v);
             i = v;
         } else {
             i++;
@@ -301,11 +384,12 @@ static int read_bar_line(scan *sc, const char *ls, const char *e, Py_ssize_t num
     bar_pair prs[MAX_BAR_PAIRS];
     int r = tqdm_pct(ls, e, &b);
     if (r == BAR_NO && may_be_count_form(ls, e)) r = BAR_UNSURE; /* tqdm's form without a percentage */
-    if (r == BAR_NO && any_wide(ls, e)) r = BAR_UNSURE;          /* rich, Keras 3, Unicode classes */
+    if (r == BAR_NO && memmem(ls, (size_t)(e - ls), "\xE2\x80\xA2", 3)) r = rich_form(ls, e, &b); /* a "•" */
+    if (r == BAR_NO && any_wide(ls, e)) r = BAR_UNSURE;          /* Keras 3, Unicode classes */
     if (r == BAR_NO) r = keras_form(ls, e, &b);
     if (r == BAR_NO) return NOT_MINE;
     if (r == BAR_UNSURE) return PYTHON;
-    int np = b.keras ? keras_pairs(&b, prs) : tqdm_pairs(&b, prs);
+    int np = b.form == FORM_KERAS ? keras_pairs(&b, prs) : b.form == FORM_RICH ? rich_pairs(&b, prs) : tqdm_pairs(&b, prs);
     return np < 0 ? PYTHON : emit_bar(sc, &b, prs, np, number);
 }
 

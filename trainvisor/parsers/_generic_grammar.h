@@ -268,6 +268,7 @@ static int markers(const char *ls, const char *e) {
         if (c < 0x80 && !MARK_BYTE[c]) continue;  /* most bytes: one table read */
         if (c >= 0x80) {
             wide = 1;
+            if (c == 0xE2 && e - p >= 3 && (unsigned char)p[1] == 0x80 && (unsigned char)p[2] == 0xA2) shape = 1; /* • */
             continue;
         }
         if (c == '\r') m |= M_PYTHON;  /* a rewritten line: its states, one by one, in Python */
