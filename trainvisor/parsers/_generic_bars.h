@@ -120,9 +120,9 @@ static const char *rich_counts(const char *p, const char *e, bar_line *b) {
 static const char *rich_post(const char *p, const char *e) {
     const char *r = skip_ws(p, e), *re = r;
     while (re < e && !is_ws(*re)) re++;
-    for (const char *k = re - 2; k > r; k--)
+    for (const char *k = re - 2; re - r >= 3 && k > r; k--)
         if (k[0] == '/' && k[1] == 's') return k + 2;
-    for (const char *k = re - 3; k > r; k--)
+    for (const char *k = re - 3; re - r >= 4 && k > r; k--)
         if (k[0] == '/' && k[1] == 'i' && k[2] == 't') return k + 3;
     return r;
 }
