@@ -253,8 +253,8 @@ static int titled(const char *p, const char *e) {
  * may read (its forms need `%|`, tqdm's `[00:01<00:02, `, a count opening the line, or a
  * non-ASCII `•`: Caffe's `(4.99 iter/s, ...)` stays here);
  * M_WIDE for a non-ASCII byte: such a line is the bar reader's when it may be a bar (its non-ASCII
- * characters may be a bar's `█`), else Python's (M_PYTHON alone). Each marker holds a capital, rarer
- * than the rest. */
+ * characters may be a description's, a bar's `█`, rich's `━` and `•`), else Python's (M_PYTHON
+ * alone). Each marker holds a capital, rarer than the rest. */
 static int markers(const char *ls, const char *e) {
     const char *a = skip_ws(ls, e), *z = e;
     int m = 0;
