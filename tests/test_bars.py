@@ -132,3 +132,20 @@ def test_a_keras_time_per_step_too_small_to_scale_is_no_rate():
     """0.(320 zeros)1 us is a float, but 0 s once scaled: no rate, where it divided by zero."""
     text = "3/4 [==] - 1s 0." + "0" * 320 + "1us/step - loss: 1"
     assert read_bar(text) == BarState("", 3, 4, (("loss", 1.0),), None, None)
+
+
+RATE_PIECES = st.sampled_from(["1", "9", "0", ".", "5", "it", "/s", "s/", "it/s", " ", "e", "-", "+", "nan", "inf", "٣", "?", "x"])
+
+
+@pytest.mark.parametrize("text", ["15.82it/s", "15.it/s", ".5it/s", "1.5.it/s", "it/s", " 3.1it/s", "٣it/s", "0it/s", "1e5it/s",
+                                  "2.11s/it", "?it/s", "0.0it/s", "00001.5it/s"])
+def test_a_rate_read_without_the_regex_is_the_regexs(text):
+    assert bars._rate(text) == bars._rate_by_regex(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RATE_PIECES, max_size=8))
+def test_random_rates_read_as_the_regex_reads_them(pieces):
+    text = "".join(pieces)
+    fast, regex = bars._rate(text), bars._rate_by_regex(text)
+    assert fast == regex or (fast != fast and regex != regex)

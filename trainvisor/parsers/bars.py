@@ -80,8 +80,8 @@ def read_bar(text: str) -> Optional[BarState]:
     if "•" in text:
         m = _RICH_RE.match(text)
         if m is not None:
-            pairs = tuple((k, v) for k, raw in _RICH_PAIR_RE.findall(m.group("post"))
-                          if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
+            pairs = tuple([(k, v) for k, raw in _RICH_PAIR_RE.findall(m.group("post"))
+                           if k not in _BOOKKEEPING and (v := to_float(raw)) is not None])
             return _state(m.group("desc"), m.group("n"), m.group("total"), pairs, _rate(m.group("rate") or ""))
     m = _KERAS_RE.match(text)
     if m is not None:
@@ -173,7 +173,14 @@ def _state(desc: str, n: str, total: Optional[str], pairs: tuple, rate: Optional
 
 
 def _rate(text: str) -> Optional[float]:
-    """Items per second from ``19.5it/s`` or ``2.11s/it`` (None for ``?it/s``)."""
+    """Items per second from ``19.5it/s`` or ``2.11s/it`` (None for ``?it/s``). The common
+    ``<digits>.<digits>it/s`` is the regex's NUMBER whole: read without it."""
+    if text.endswith("it/s") and (head := text[:-4]).isascii() and head.replace(".", "", 1).isdigit():
+        return float(head)
+    return _rate_by_regex(text)
+
+
+def _rate_by_regex(text: str) -> Optional[float]:
     m = _RATE_RE.match(text.strip())
     if m is None:
         return None
