@@ -23,7 +23,7 @@ setup(
             ["trainvisor/parsers/_generic_scan.c"],
             depends=_SHARED + ["trainvisor/parsers/_generic_grammar.h", "trainvisor/parsers/_generic_events.h",
                                "trainvisor/parsers/_generic_tables.h", "trainvisor/parsers/_generic_coco.h",
-                               "trainvisor/parsers/_generic_json.h"],
+                               "trainvisor/parsers/_generic_json.h", "trainvisor/parsers/_generic_bars.h"],
             optional=True,
         ),
         Extension(

@@ -1,8 +1,12 @@
 """Progress-bar states (tqdm, rich, Keras) read into BarState, and their postfix metrics in the generic parser."""
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from trainvisor.parsers import bars
 from trainvisor.parsers.bars import BarState, read_bar
 
 from .parsing_helpers import FIXTURES, parse_file
@@ -73,3 +77,75 @@ def test_keras3_bar_states_and_the_epoch_end_line():
 def test_a_tqdm_bar_without_a_rate_still_gives_its_postfix():
     # tests/test_pty.py's child: a bar_format that shows no rate
     assert read_bar("Epoch 1: 33%|###| 1/3 [00:00<00:00, loss=0.8]") == BarState("Epoch 1", 1, 3, (("loss", 0.8),), None, 1)
+
+
+# ---- read_bar's fast paths give the regexes' answers ----
+
+# bars.py's tqdm forms as one anchored alternation, as read_bar searched them before it looked for "%|"
+# and a "[" opening the times first: the reference the faster reading must agree with.
+_REFERENCE_TQDM_RE = re.compile(
+    r"^(?P<desc>.*?)(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<inner>[^\]]*)\]"
+    r"|^(?P<desc2>.*?)(?P<n2>\d+)(?:/(?P<total2>\d+)|\w*)\s*\[(?P<inner2>[\d:]+(?:<[\d:?]+)?, [^\]]*/[^\]]*)\]")
+
+
+def reference_tqdm(text: str):
+    m = _REFERENCE_TQDM_RE.search(text)
+    if m is None:
+        return None
+    if m.group("n") is not None:
+        return m.group("desc"), m.group("n"), m.group("total"), m.group("inner")
+    return m.group("desc2"), m.group("n2"), m.group("total2"), m.group("inner2")
+
+
+def fast_tqdm(text: str):
+    """What read_bar's tqdm forms read: (desc, n, total, inner), or None."""
+    m = bars._tqdm_form(text)
+    return None if m is None else (text[:m.start()], m.group("n"), m.group("total"), m.group("inner"))
+
+
+TQDM_CORNERS = [
+    "Epoch 0:  45%|████▌     | 45/100 [00:02<00:03, 19.5it/s, loss=0.231, v_num=0]",
+    "1234%|x| 5/6 [a]", "12%|a|b| 3/4 [x] 5%| | 6 [y]", "5%|5%| 3/4 [x]", "a 5%|x|\n 3/4 [y]", "a\n5%|x| 3/4 [y]",
+    "٣%| | 1/2 [x]", "x٣5%| | 1/2 [x]", "7%| | ٣/4 [x]", "7%|\u00a0| 3/4\u00a0[x]", "9%| |3/[x]", "9%| |3 [x]",
+    "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]", "y: 5it [00:01, 3.0it/s, acc=1]", "5/10 [٣:1, a/b]", "3 [1:2<3?, a/b]",
+    "5%| |\n3/4 [x] 5/10 [00:01<00:02, 3.1it/s]", "[0:1, /] 9%|", "",
+]
+
+
+@pytest.mark.parametrize("text", TQDM_CORNERS)
+def test_the_tqdm_forms_read_what_the_one_regex_read(text):
+    assert fast_tqdm(text) == reference_tqdm(text)
+
+
+PIECES = st.sampled_from(["1", "23", "100", "%|", "|", "█", "#", " ", "/", "[", "]", ":", "<", "?", ", ", "it/s",
+                          "\n", "٣", "a", "Epoch ", "=", "loss=0.5", "00:01", "\u00a0", "x"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(PIECES, max_size=40))
+def test_random_text_reads_as_the_one_regex_read(pieces):
+    text = "".join(pieces)
+    assert fast_tqdm(text) == reference_tqdm(text)
+
+
+def test_a_keras_time_per_step_too_small_to_scale_is_no_rate():
+    """0.(320 zeros)1 us is a float, but 0 s once scaled: no rate, where it divided by zero."""
+    text = "3/4 [==] - 1s 0." + "0" * 320 + "1us/step - loss: 1"
+    assert read_bar(text) == BarState("", 3, 4, (("loss", 1.0),), None, None)
+
+
+RATE_PIECES = st.sampled_from(["1", "9", "0", ".", "5", "it", "/s", "s/", "it/s", " ", "e", "-", "+", "nan", "inf", "٣", "?", "x"])
+
+
+@pytest.mark.parametrize("text", ["15.82it/s", "15.it/s", ".5it/s", "1.5.it/s", "it/s", " 3.1it/s", "٣it/s", "0it/s", "1e5it/s",
+                                  "2.11s/it", "?it/s", "0.0it/s", "00001.5it/s"])
+def test_a_rate_read_without_the_regex_is_the_regexs(text):
+    assert bars._rate(text) == bars._rate_by_regex(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RATE_PIECES, max_size=8))
+def test_random_rates_read_as_the_regex_reads_them(pieces):
+    text = "".join(pieces)
+    fast, regex = bars._rate(text), bars._rate_by_regex(text)
+    assert fast == regex or (fast != fast and regex != regex)

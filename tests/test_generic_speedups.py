@@ -89,6 +89,54 @@ JSON_AND_KATIB = [
     " metricValue: inf}\n", "{metricName: a b, metricValue: 1}\n", "{metricName: , metricValue: 1}\n",
     "{metricName: x, metricValue: +.5e3}" * 70 + "\n", "{metricName: x, metricValue: 1.#QNAN0}{metricName: y, metricValue: 5.}\n",
 ]
+
+
+# Progress bars: tqdm's form with "%|" and the Keras 2 form are read in C (non-ASCII in a description
+# or a bar too), their postfixes against BarMetrics' state; other forms and every doubt are Python's.
+READ_IN_C_BARS = [
+    "Epoch 0:  45%|████▌     | 45/100 [00:02<00:03, 19.5it/s, loss=0.231, v_num=0]\n",
+    "Epoch 0:  46%|████▌     | 46/100 [00:02<00:03, 19.5it/s, loss=0.231, v_num=0]\n",  # the same postfix: nothing
+    "Epoch 0: 100%|██████████| 100/100 [00:05<00:00, 19.5it/s, loss=0.231, v_num=0]\n",  # at its total: again
+    "  0%|          | 0/1677 [00:00<?, ?it/s]\n",
+    "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 4/4 "
+    "[00:01<00:00,  3.10it/s]\n",
+    "       0/2     1.20G   0.08000   0.05000   0.02000        20       640: 100%|##########| 10/10 [00:05<00:00,  2.00it/s]\n",
+    "Epoch 0/2  ━━━━━━━━━━━━━━━━━ 10/10 0:00:00 • 0:00:00 11.89it/s v_num: 0.000     \n",
+    "Epoch 3/9 ━━━━━╸━━━━ 25/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",
+    "250/250 [==============================] - 3s 10ms/step - loss: 0.5000 - accuracy: 0.8000 - val_loss: 0.4000\n",
+]
+BAR_LINES = READ_IN_C_BARS + [
+    "Epoch 1: 100%|##########| 100/100 [00:05<00:00, 2.11s/it, loss=nan, acc=-inf, x=1.#INF, y=1e5, z=.5]\n",
+    "Epoch 1: 100%|##########| 100/100 [00:05<00:00, 2.11s/it, loss=nan, acc=-inf, x=1.#INF, y=1e5, z=.5]\n",  # NaN
+    "valid 7%|█| 7 [00:01, a=1, b, c=x, =2, 9x=1, v_num=3, it/s=4,  d = 5 , e=+1.5e-3 , f=1.#QNAN0, g=1.#INF.]\n",
+    "valid ━ 7%|█| 7 [00:01, 1.5it/s, b, c=x, v_num=3]\n", "valid ━ 7%|█| 7 [00:01, 1.5it/s, c=1]\n",
+    "٣%|█| 1/2 [0, l=1] 5%|#| 1/2 [x, 1/s]\n",  # a Unicode digit opens the first percentage
+    "A: 5%|#| 1/20 [t, l=1]\n", "A 5%|#| 1/20 [t, l=1]\n", " A :: 5%|#| 2/20 [t, l=1]\n",  # one description: once
+    "Époque\u00a0 5%|#| 1/2 [t, l=1]\n", "Époque 5%|#| 1/2 [t, l=1]\n",  # str.strip takes the no-break space too
+    "Époque 2 ▸ 50%|█████     | 5/10 [00:01<00:01, 3.1it/s, loss=0.4]\n", "x٣5%|█| 1/2 [0, l=1]\n", "x5%|█| ٣/4 [0, l=1]\n",
+    "7%|█| 3/4\u00a0[x, l=1]\n", "7%|█|\u00a03/4 [x, l=1]\n", "7%|█| 3/4 [x, l=1, m=٣]\n", "5%| |3/[x, l=1] 9%|y| 2/3 [z, l=2]\n",
+    "train:  45%|####      | 45/100 [00:02<00:03,  2.00s/it, loss=0.231] 1234%|x| 5/6 [a, q=1]\n", "1234%|x| 5/6 [a, q=2]\n",
+    " Epoch [3] : 5%|#| 1/20 [t, l=1]\n", "epoch 99999999999999999999 5%|#| 1/20 [t, l=1]\n", "5%|#| 1/20 [t, l=3] x: 1\n",
+    "é poch 5%|#| 1/20 [t]\n", "é 5%|#| 99999999999999999999/20 [t]\n", "Epoch 2 5%|#| 2/20 [t, x=1] 5/10 [00:01<00:02, l=1]\n",
+    "Epoch 3/9 ━━━━━━━━━━ 50/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",
+    "Epoch 3/9 ━━━━━━━━━━ 50/50 0:00:02 • 0:00:00 25.1it/s v_num: 0 train_loss: 0.231\n",  # the same state: nothing
+    "Epoch 4 ━━━━━╸━━━━ 25/50 0:00:02 • 0:00:00 25.1it/s val_loss: nan x: 1. y: 2x z: inf a: 1b: 2 c: 3• t/l: -1e-3\n",
+    "━━ ━━ 5/6 1:2•3 a/s/s b: 1\n", "a ━━ x ━━━ 5/6 0:01 • 0:02 1.5s/it loss: 0.5\n", "a ─━ 5/6 0:01 • 0:02 loss: 0.6\n",
+    "x ━━ 5/6 0:01 • 0:02 a/sb/itc loss: 1\n", "x ━━ 5/6 0:01 • 0:02 /s q: 2/it r: 3\n", "━━ 5/6 0:01 • 0:02\n",
+    "é ━━ 5/6 0:01 • 0:02 1/s a: 1\n", "Epoch 1 ━━ 5/6 0:01 • 0:02 1/s\u00a0a: 1\n", "━━ 5/6 0:01 •\n", "━━ ٣/6 0:01 • 1 a: 1\n",
+    "\x1b[35m━━\x1b[0m 1/4 0:00:01 • 0:00:03 25.10it/s v_num: 0 train_loss: 0.693\n", "Epoch 5 ━━ 5/6 0:01 • 0:02  \n",
+    "Epoch 99999999999999999999 ━━ 5/6 0:01 • 0:02 1/s a: 1\n", "━━ 5/6 0:01 • 0:02 1/s v_num: 1 ETA: 2 it/s: 3\n",
+    "x ━━ 5/6 0:01 • 0:02 1/sx: 2\n", "x ━━ 5/6 0:01 • 0:02 a/sb/sx: 3\n", "x ━━ 5/6 0:01 • 0:02 a/itb/itx: 4\n",  # rates
+    "━━ 5/6 0:01 • 0:02 1/s a: 1\u00a0b: 2 cé: 3\n", "━━ 5/6 1:2 x 3 1/s a: 1 •\n",  # Unicode classes; no rich form
+    "250/250 [==============================] - 3s 10ms/step - loss: 0.5000 - accuracy: 0.8000 - val_loss: 0.4000\n",
+    "  32/100 [=>....] - ETA: 1s - loss: 2.3000 - ETA: 3 - v_num: 1 - x: 1.5e - y: nan - z: 1.#QNAN0 - w: 2. - a/b: 1:\n",
+    "15635/15635 [==============================] - 8s 500us/step - loss: 0.9278\n", "3/4 [==] - 1s 1.5.2s/step - a: 1\n",
+    "3/4 [==] 1s - a: 1\n", "3/4 [==] - 1sec - a: 1\n", "3/4 [= =] - 1s - a: 1\n", "3/4 ========== 1s 10ms/step - a: 1\n",
+    "50/50 ━━━━━━━━━━ 1s 10ms/step - accuracy: 0.91 - loss: 0.23\n", "3/4 [==] - 1s 10ms/step   \n", "3/4 [==] - 1s-a: 1\n",
+    "99999999999999999999/3 [==] - 1s - a: 1\n", "3/4 [==] - 1s 0." + "0" * 320 + "1us/step - loss: 1\n",
+    "3/4 [==] - ETA: - a: 1\n", "3/4 [==] - 2ms 1us/step - a: 1 - b: 2 - c:  3 -  d: 4 --e: 5 - f: 6x - g: 7.\n",
+    "3/4 [==] - 2ms 1us/step - h: 5.. - i: 1e5. - j: inf. - k: 1.#INF. - l: 2:\n",
+]
 CORNERS = [
     "loss: 0.5\n",  # starts the training: every corner below is read by the C loop
     "a=1.#INF b=1.#INF: c=-1.#QNAN0 d=1.#IND\n",  # a failed Windows spelling falls back to "1."
@@ -140,7 +188,9 @@ CORNERS = [
     *LOOKS_LIKE_A_BAR_OR_TABLE,
     "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
     "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]\n", "y: 5it [00:01, 3.0it/s, acc=1]\n", "z [00:0<x, 1/s w=2\n",
-    "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",    *JSON_AND_KATIB,
+    "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",
+    *JSON_AND_KATIB,
+    *BAR_LINES,
 ]
 
 
@@ -165,7 +215,9 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
     "Evaluation results for ", "Evaluate annotation type *", "] - ", "3/4 ", "| ", "|:---:|", "Evaluation results for bbox:",
     "bbox_mAP", "_copypaste", "best AP is ", "OrderedDict([('segm_mAP', ", "all 1 2 ", "IoU metric: bbox", "'", ",",
     '{"', '": ', ", ", '"mode": "eval"', '"step": ', '"time": ', '"a": ', "NaN", "Infinity", "-Infinity", "true", "null",
-    "\\", "\\u00e9", '\\"', "12345678901234567890", "-0", " 1e-3 ", "[1, true, 2.5]", "{metricName: ", ", metricValue: "])
+    "\\", "\\u00e9", '\\"', "12345678901234567890", "-0", " 1e-3 ", "[1, true, 2.5]", "{metricName: ", ", metricValue: ",
+    "█", "━", "•", "٣", "\u00a0", "Epoch ", "5%|", "| 3/4 [", "00:01<00:02, ", "?it/s", "s/it", "1.5it/s", ", loss=", "v_num=",
+    "[==>.]", " - 1s 10ms/step", " - ETA: ", " - loss: ", "ms/step", "=nan", ": nan"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -297,3 +349,26 @@ def test_text_between_braces_agrees(tokens):
     """What json.loads refuses gives nothing in both loops, and no pairs."""
     data = ("loss: 0.5\n{" + "".join(tokens) + "}\n").encode()
     assert events(data, use_c=True) == events(data, use_c=False)
+
+
+@pytest.mark.parametrize("line", ["é Epoch " + "9" * 5000 + " 5%|#| 1/2 [t, 1/s]", "é 5%|#| " + "9" * 5000 + "/2 [t, 1/s]"])
+def test_a_bar_whose_numbers_int_refuses_fails_in_both_loops(line):
+    """int() takes at most 4300 digits: such a bar is Python's in the C loop too, and fails alike."""
+    data = ("loss: 0.5\n" + line + "\n").encode()
+    for use_c in (True, False):
+        with pytest.raises(ValueError, match="digits"):
+            events(data, use_c=use_c)
+
+
+def test_progress_bars_are_read_in_c():
+    """tqdm's "%|" form (█ bars, a non-ASCII description), rich's and Keras 2 lines go to no Python, their
+    postfixes once per change as BarMetrics reports them."""
+    parser, handed = handing_parser()
+    got = parser.feed(LineSplitter("s").feed("".join(["loss: 0.5\n"] + READ_IN_C_BARS).encode(), 0.0, 1.5))
+    assert handed == ["loss: 0.5"]
+    assert [(m.name, m.value, m.iteration, m.phase, m.epoch, m.line, m.running) for m in got] == [
+        ("loss", 0.5, None, "train", None, 1, False),
+        ("loss", 0.231, 45, "train", 0.0, 2, True), ("loss", 0.231, 100, "train", 0.0, 4, False),
+        ("loss", 0.231, 25, "train", 3.0, 9, True),
+        ("loss", 0.5, 250, "train", None, 10, False), ("accuracy", 0.8, 250, "train", None, 10, False),
+        ("loss", 0.4, 250, "val", None, 10, False)]

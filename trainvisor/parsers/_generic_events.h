@@ -31,6 +31,7 @@ typedef struct {
     PyObject *out, *wall, *stream, *state, *cache, *held, *resolve, *line_fn, *mtype, *mtail, *float_fb;
     PyObject *sticky_step, *sticky_epoch, *step, *epoch; /* owned; read from / written to state */
     eval_tables tables;
+    PyObject *bar_states, *bar_names, *running_tail;      /* BarMetrics' state and names, a running Metric's tail */
     int fast;
     int atomic_tail; /* Metric's default fields are None, bool, int, float or str, like the nine set here */
 } scan;
@@ -77,21 +78,28 @@ static inline void set_ref(PyObject **slot, PyObject *v) { Py_XSETREF(*slot, Py_
 
 /* ---- events ---- */
 
-/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, stream, *defaults): the
- * block's stream, which the pipeline would otherwise write into a copy of each (events.with_stream). */
-static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
-                        PyObject *line) {
-    Py_ssize_t ntail = PyTuple_GET_SIZE(sc->mtail);
+/* Appends Metric(name, value, step, phase, None, None, epoch, wall, line, stream, *tail[1:]): the
+ * block's stream, which the pipeline would otherwise write into a copy of each (events.with_stream);
+ * `tail`: the Metric's fields from the stream on, as ScanEnv gives them (atomic, of sc->mtail's size). */
+static int append_tailed(scan *sc, PyObject *tail, PyObject *name, PyObject *phase, PyObject *value, PyObject *step,
+                         PyObject *epoch, PyObject *line) {
+    Py_ssize_t ntail = PyTuple_GET_SIZE(tail);
     PyObject *m = ((PyTypeObject *)sc->mtype)->tp_alloc((PyTypeObject *)sc->mtype, 9 + ntail);
     if (!m) return -1;
     PyObject *items[9] = {name, value, step, phase, Py_None, Py_None, epoch, sc->wall, line};
     for (int i = 0; i < 9; i++) PyTuple_SET_ITEM(m, i, Py_NewRef(items[i]));
     PyTuple_SET_ITEM(m, 9, Py_NewRef(sc->stream));
-    for (Py_ssize_t i = 1; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(sc->mtail, i)));
+    for (Py_ssize_t i = 1; i < ntail; i++) PyTuple_SET_ITEM(m, 9 + i, Py_NewRef(PyTuple_GET_ITEM(tail, i)));
     if (sc->atomic_tail && PyObject_GC_IsTracked(m)) PyObject_GC_UnTrack(m); /* atoms only: in no cycle */
     int r = PyList_Append(sc->out, m);
     Py_DECREF(m);
     return r;
+}
+
+/* The Metric of a finished value (running=False and the other defaults). */
+static int append_named(scan *sc, PyObject *name, PyObject *phase, PyObject *value, PyObject *step, PyObject *epoch,
+                        PyObject *line) {
+    return append_tailed(sc, sc->mtail, name, phase, value, step, epoch, line);
 }
 
 /* Appends an event of the parser's Python code with the block's stream, as events.with_stream would

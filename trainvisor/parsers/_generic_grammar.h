@@ -213,9 +213,9 @@ static const char *number_any(const char *p, const char *e) {
     return NULL;
 }
 
-/* What a line may be (markers): M_PYTHON lines go to the parser's Python `line` (a non-ASCII byte, a
- * `\r`); the others to the C reader of their kind first. */
-enum { M_PYTHON = 1, M_BAR = 2, M_IOU = 4, M_TABLE = 8, M_JSON = 16, M_KATIB = 32 };
+/* What a line may be (markers): M_PYTHON lines go to the parser's Python `line` (a `\r`, a non-ASCII
+ * byte outside what may be a bar); the others to the C reader of their kind first. */
+enum { M_PYTHON = 1, M_BAR = 2, M_IOU = 4, M_TABLE = 8, M_JSON = 16, M_KATIB = 32, M_WIDE = 64 };
 
 /* The ASCII bytes that open a marker below (the first byte of each test); a line is mostly others. */
 static const unsigned char MARK_BYTE[128] = {['\r'] = 1, ['/'] = 1, ['%'] = 1, ['['] = 1, [']'] = 1,
@@ -245,19 +245,25 @@ static int titled(const char *p, const char *e) {
  * (a line's terminal states) and what bars.may_be_bar takes for a progress bar and bars.read_bar
  * may read (its forms need `%|`, tqdm's `[00:01<00:02, `, a count opening the line, or a
  * non-ASCII `•`: Caffe's `(4.99 iter/s, ...)` stays here);
- * M_PYTHON alone for a non-ASCII byte. Each marker holds a capital, rarer than the rest. */
+ * M_WIDE for a non-ASCII byte: such a line is the bar reader's when it may be a bar (its non-ASCII
+ * characters may be a description's, a bar's `█`, rich's `━` and `•`), else Python's (M_PYTHON
+ * alone). Each marker holds a capital, rarer than the rest. */
 static int markers(const char *ls, const char *e) {
     const char *a = skip_ws(ls, e), *z = e;
     int m = 0;
     while (z > a && is_ws(z[-1])) z--;
     if (z - a >= 2 && *a == '{' && z[-1] == '}' && memchr(a, '"', (size_t)(z - a))) m |= M_JSON;
     if (z - a >= 4 && memcmp(a, "all", 3) == 0 && is_ws(a[3])) m |= M_TABLE;
-    int slash = 0, bar = 0;  /* bars.may_be_bar: a '/' and one of "%|", "/s", "/it", "] - " */
+    int slash = 0, bar = 0, wide = 0;  /* bars.may_be_bar: a '/' and one of "%|", "/s", "/it", "] - " */
     int shape = a < z && is_digit(*a); /* what read_bar needs: "%|", "[" then a digit or ':', or a count first */
     for (const char *p = ls; p < e; p++) {
         unsigned char c = (unsigned char)*p;
         if (c < 0x80 && !MARK_BYTE[c]) continue;  /* most bytes: one table read */
-        if (c >= 0x80) return M_PYTHON;
+        if (c >= 0x80) {
+            wide = 1;
+            if (c == 0xE2 && e - p >= 3 && (unsigned char)p[1] == 0x80 && (unsigned char)p[2] == 0xA2) shape = 1; /* • */
+            continue;
+        }
         if (c == '\r') m |= M_PYTHON;  /* a rewritten line: its states, one by one, in Python */
         if (c == '/') {
             slash = 1;
@@ -274,7 +280,8 @@ static int markers(const char *ls, const char *e) {
         }
         if (c == 'N' && p - ls >= 6 && e - p >= 4 && memcmp(p - 6, "metricName", 10) == 0) m |= M_KATIB;
     }
-    if (slash && bar && shape) m |= M_BAR;  /* maybe a progress bar: bars.py reads it */
+    if (slash && bar && shape) m |= M_BAR;  /* maybe a progress bar: _generic_bars.h reads it */
+    if (wide) return (m & M_BAR) ? m | M_WIDE : M_PYTHON;
     return m;
 }
 

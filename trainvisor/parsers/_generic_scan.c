@@ -16,6 +16,7 @@
 #include "_generic_events.h" /* first: Python.h, and with it _GNU_SOURCE for memmem */
 #include "_generic_grammar.h"
 #include "_generic_tables.h"
+#include "_generic_bars.h"
 
 static const char *STATE_FIELDS[4] = {"sticky_step", "sticky_epoch", "step", "epoch"};
 
@@ -154,13 +155,8 @@ done:
     return rc;
 }
 
-/* ---- the readers of lines other than pairs (stand-ins: the parser's Python reads them; the
- * evaluation tables' reader is _generic_tables.h) ---- */
-
-static int read_bar_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
-    (void)sc, (void)ls, (void)e, (void)number;
-    return PYTHON;
-}
+/* ---- the readers of lines other than pairs: progress bars (_generic_bars.h), the evaluation
+ * tables (_generic_tables.h), JSON and Katib records (here: they read the pairs' `holds_any`) ---- */
 
 #include "_generic_json.h" /* read_json_line, read_katib_line */
 
@@ -182,7 +178,8 @@ static int read_pairs_line(scan *sc, const char *ls, const char *e, Py_ssize_t n
 static int scan_line(scan *sc, const char *ls, const char *e, Py_ssize_t number) {
     int m = sc->fast ? markers(ls, e) : M_PYTHON, r = NOT_MINE;
     if (m & M_PYTHON) r = PYTHON;
-    if (r == NOT_MINE && (m & M_BAR)) r = read_bar_line(sc, ls, e, number);
+    if (r == NOT_MINE && (m & M_BAR)) r = read_bar_line(sc, ls, e, number); /* _generic_bars.h */
+    if (r == NOT_MINE && (m & M_WIDE)) r = PYTHON; /* non-ASCII: no other reader's */
     if (r == NOT_MINE && ((m & M_TABLE) || table_open(sc))) r = read_table_line(sc, ls, e, number, m);
     if (r == NOT_MINE && (m & M_JSON)) r = read_json_line(sc, ls, e, number);
     if (r == NOT_MINE && (m & M_KATIB)) r = read_katib_line(sc, ls, e, number);
@@ -201,10 +198,13 @@ static int scan_lines(scan *sc, const char *ls, const char *end, Py_ssize_t numb
     return 0;
 }
 
-static const char *ENV_FIELDS[7] = {"cache", "held", "resolve", "line", "metric_type", "metric_tail", "to_float"};
+#define ENV_SIZE 10
+static const char *ENV_FIELDS[ENV_SIZE] = {"cache",       "held",     "resolve",    "line",      "metric_type",
+                                           "metric_tail", "to_float", "bar_states", "bar_names", "running_tail"};
 
 static PyObject **env_slot(scan *sc, int i) {
-    PyObject **slots[7] = {&sc->cache, &sc->held, &sc->resolve, &sc->line_fn, &sc->mtype, &sc->mtail, &sc->float_fb};
+    PyObject **slots[ENV_SIZE] = {&sc->cache, &sc->held,     &sc->resolve,    &sc->line_fn,   &sc->mtype,
+                                  &sc->mtail, &sc->float_fb, &sc->bar_states, &sc->bar_names, &sc->running_tail};
     return slots[i];
 }
 
@@ -213,7 +213,7 @@ static void scan_clear(scan *sc) {
         Py_CLEAR(sc->keys[i].key);
         Py_CLEAR(sc->keys[i].hit);
     }
-    for (int i = 0; i < 7; i++) Py_CLEAR(*env_slot(sc, i));
+    for (int i = 0; i < ENV_SIZE; i++) Py_CLEAR(*env_slot(sc, i));
     for (int i = 0; i < 4; i++) Py_CLEAR(*state_slot(sc, i));
     tables_clear(sc);
     Py_CLEAR(sc->out);
@@ -233,15 +233,18 @@ static PyObject *feed(PyObject *self, PyObject *args) {
         PyErr_Clear();
         Py_RETURN_NOTIMPLEMENTED;
     }
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < ENV_SIZE; i++)
         if (!(*env_slot(&sc, i) = PyObject_GetAttrString(env, ENV_FIELDS[i]))) goto done;
-    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyTuple_Check(sc.mtail) || !PyTuple_GET_SIZE(sc.mtail)) {
-        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache and .held must be dicts, .metric_tail a tuple from stream on");
+    if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyDict_Check(sc.bar_states) || !PyTuple_Check(sc.mtail)
+        || !PyTuple_GET_SIZE(sc.mtail) || !PyTuple_Check(sc.running_tail)
+        || PyTuple_GET_SIZE(sc.running_tail) != PyTuple_GET_SIZE(sc.mtail)) {
+        PyErr_SetString(PyExc_TypeError, "ScanEnv.cache, .held and .bar_states must be dicts, .metric_tail and "
+                                         ".running_tail tuples of one size from stream on");
         goto done;
     }
     sc.atomic_tail = 1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sc.mtail); i++) {
-        PyObject *d = PyTuple_GET_ITEM(sc.mtail, i);
+    for (Py_ssize_t n = PyTuple_GET_SIZE(sc.mtail), i = 0; i < 2 * n; i++) { /* both tails */
+        PyObject *d = PyTuple_GET_ITEM(i < n ? sc.mtail : sc.running_tail, i % n);
         sc.atomic_tail &= d == Py_None || PyBool_Check(d) || PyLong_CheckExact(d) || PyFloat_CheckExact(d)
                           || PyUnicode_CheckExact(d);
     }

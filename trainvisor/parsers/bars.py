@@ -25,9 +25,13 @@ from .common import NUMBER, NameTable, fnum, to_float
 
 __all__ = ["BarState", "BarMetrics", "read_bar", "may_be_bar"]
 
-_TQDM_RE = re.compile(
-    r"^(?P<desc>.*?)(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<inner>[^\]]*)\]"
-    r"|^(?P<desc2>.*?)(?P<n2>\d+)(?:/(?P<total2>\d+)|\w*)\s*\[(?P<inner2>[\d:]+(?:<[\d:?]+)?, [^\]]*/[^\]]*)\]")
+# tqdm's two forms, as ``^(?P<desc>.*?)<form>``: a lazy description before the form is the text
+# before the first position where the form matches, which is what `search` finds (`_search_form`).
+# With a percentage (``45%|...| 45/100 [...]``); its first "%|" is at most 3 digits after the start.
+_TQDM_PCT_RE = re.compile(r"\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)(?:/(?P<total>\d+))?\s*\[(?P<inner>[^\]]*)\]")
+# Without (``45/100 [00:02<00:03, ...]``, ``45it [00:02, ...]``): only where a "[" opens the times.
+_TQDM_COUNT_RE = re.compile(r"(?P<n>\d+)(?:/(?P<total>\d+)|\w*)\s*\[(?P<inner>[\d:]+(?:<[\d:?]+)?, [^\]]*/[^\]]*)\]")
+_TIMES_OPEN_RE = re.compile(r"\[[\d:]")
 _RICH_RE = re.compile(
     r"^(?P<desc>.*?)\s*[━╸╺─]+\s+(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*[-\d:]+\s*(?P<rate>\S+/s|\S+/it)?"
     r"(?P<post>.*)$")
@@ -40,6 +44,11 @@ _TQDM_PAIR_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")$")
 _RATE_RE = re.compile(r"(" + NUMBER + r")\s*([A-Za-z]*)/s$|(" + NUMBER + r")\s*s/([A-Za-z]+)$")
 _EPOCH_RE = re.compile(r"[Ee]poch\s*\[?\s*(\d+)")
 _BOOKKEEPING = frozenset({"v_num", "it/s", "s/it", "ETA", "eta"})
+# A bar value's Metric fields after the nine a parser gives: the defaults, `running` set or not
+# (a Metric built from its fields as one tuple: the keyword call costs 4x).
+FINISHED_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
+RUNNING_TAIL = tuple(True if f == "running" else Metric._field_defaults[f] for f in Metric._fields[9:])
+_new_tuple = tuple.__new__
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
@@ -63,43 +72,62 @@ def may_be_bar(text: str) -> bool:
 
 
 def read_bar(text: str) -> Optional[BarState]:
-    """The bar `text` shows, or None when it is no progress bar."""
-    if "|" in text or "[" in text:
-        m = _TQDM_RE.search(text)
-        if m is not None:
-            return _tqdm_state(m)
-    if "•" in text:
-        m = _RICH_RE.search(text)
-        if m is not None:
-            pairs = tuple((k, v) for k, raw in _RICH_PAIR_RE.findall(m.group("post"))
-                          if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
-            return _state(m.group("desc"), m.group("n"), m.group("total"), pairs, _rate(m.group("rate") or ""))
-    m = _KERAS_RE.search(text)
+    """The bar `text` shows, or None when it is no progress bar. The tqdm and rich forms are
+    tried only on a line holding what they cannot match without ("%|", a "[" opening the times, "•")."""
+    m = _tqdm_form(text)
     if m is not None:
-        pairs = tuple((k, v) for k, raw in _KERAS_PAIR_RE.findall(m.group("post"))
-                      if k not in _BOOKKEEPING and (v := to_float(raw)) is not None)
+        return _tqdm_state(m, text)
+    if "•" in text:
+        m = _RICH_RE.match(text)
+        if m is not None:
+            pairs = tuple([(k, v) for k, raw in _RICH_PAIR_RE.findall(m.group("post"))
+                           if k not in _BOOKKEEPING and (v := to_float(raw)) is not None])
+            return _state(m.group("desc"), m.group("n"), m.group("total"), pairs, _rate(m.group("rate") or ""))
+    m = _KERAS_RE.match(text)
+    if m is not None:
+        pairs = tuple([(k, v) for k, raw in _KERAS_PAIR_RE.findall(m.group("post"))
+                       if k not in _BOOKKEEPING and (v := to_float(raw)) is not None])
         rate = None
         if m.group("per"):
             per = to_float(m.group("per"))
-            rate = 1.0 / (per * _UNIT_SECONDS[m.group("unit")]) if per else None
+            # a per-step time so small that it is 0 s once scaled is no rate (not a division by zero)
+            seconds = per * _UNIT_SECONDS[m.group("unit")] if per else None
+            rate = 1.0 / seconds if seconds else None
         return _state("", m.group("n"), m.group("total"), pairs, rate)
     return None
 
 
-def _tqdm_state(m: re.Match) -> BarState:
-    if m.group("n") is not None:
-        desc, n, total, inner = m.group("desc"), m.group("n"), m.group("total"), m.group("inner")
-    else:
-        desc, n, total, inner = m.group("desc2"), m.group("n2"), m.group("total2"), m.group("inner2")
+def _tqdm_form(text: str) -> Optional[re.Match]:
+    """The match of tqdm's first form that `text` shows (desc: the text before it), or None."""
+    if "%|" in text:
+        m = _search_form(_TQDM_PCT_RE, text, max(0, text.index("%|") - 3))
+        if m is not None:
+            return m
+    if "[" in text and _TIMES_OPEN_RE.search(text) is not None:
+        return _search_form(_TQDM_COUNT_RE, text, 0)
+    return None
+
+
+def _search_form(form: re.Pattern, text: str, pos: int) -> Optional[re.Match]:
+    """`form` after the lazy ``^(.*?)`` of a description: its first match, unless a newline
+    (which ``.`` does not cross) comes before it."""
+    m = form.search(text, pos)
+    if m is not None and "\n" in text[:m.start()]:
+        return None
+    return m
+
+
+def _tqdm_state(m: re.Match, text: str) -> BarState:
     rate = None
     pairs = []
-    for part in inner.split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
-        name, v = _tqdm_part(part)
+    memo = _PART_MEMO
+    for part in m.group("inner").split(",")[1:]:  # after the times: the rate (a custom bar_format may leave it out), the postfix
+        name, v = memo.get(part) or _tqdm_part(part)
         if name == "":
             rate = v if rate is None else rate
         elif name is not None:
             pairs.append((name, v))
-    return _state(desc, n, total, tuple(pairs), rate)
+    return _state(text[:m.start()], m.group("n"), m.group("total"), tuple(pairs), rate)
 
 
 # A bar redraws the same description and postfix parts state after state: what they say is
@@ -145,7 +173,14 @@ def _state(desc: str, n: str, total: Optional[str], pairs: tuple, rate: Optional
 
 
 def _rate(text: str) -> Optional[float]:
-    """Items per second from ``19.5it/s`` or ``2.11s/it`` (None for ``?it/s``)."""
+    """Items per second from ``19.5it/s`` or ``2.11s/it`` (None for ``?it/s``). The common
+    ``<digits>.<digits>it/s`` is the regex's NUMBER whole: read without it."""
+    if text.endswith("it/s") and (head := text[:-4]).isascii() and head.replace(".", "", 1).isdigit():
+        return float(head)
+    return _rate_by_regex(text)
+
+
+def _rate_by_regex(text: str) -> Optional[float]:
     m = _RATE_RE.match(text.strip())
     if m is None:
         return None
@@ -160,8 +195,10 @@ class BarMetrics:
     changed state: iteration `n`, the description's epoch, ``running`` until n == total."""
 
     def __init__(self, names: NameTable) -> None:
-        self._names = names
-        self._last: dict[str, tuple] = {}  # desc -> (postfix, done) of its last reported state
+        self.names = names
+        # desc -> (postfix, done) of its last reported state; the generic parser's C loop reads
+        # and writes it too (_generic_bars.h), building the same tuples
+        self.states: dict[str, tuple] = {}
 
     def read(self, text: str, number: int, wall_time: float) -> Optional[list[Metric]]:
         """Metrics of `text` when it is a bar state ([] when nothing changed); None when it is no bar."""
@@ -170,13 +207,15 @@ class BarMetrics:
             return None
         done = bar.total is not None and bar.n >= bar.total
         key = (bar.postfix, done)
-        if not bar.postfix or self._last.get(bar.desc) == key:
+        if not bar.postfix or self.states.get(bar.desc) == key:
             return []
-        self._last[bar.desc] = key
+        self.states[bar.desc] = key
         epoch = fnum(bar.epoch) if bar.epoch is not None else None
-        names = self._names
+        names = self.names
+        n = bar.n
+        tail = FINISHED_TAIL if done else RUNNING_TAIL
         out = []
         for raw, value in bar.postfix:
             name, phase = names(raw)
-            out.append(Metric(name, value, bar.n, phase, None, None, epoch, wall_time, number, running=not done))
+            out.append(_new_tuple(Metric, (name, value, n, phase, None, None, epoch, wall_time, number) + tail))
         return out

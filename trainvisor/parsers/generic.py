@@ -40,7 +40,7 @@ from typing import Callable, ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric, with_stream
 from . import register_parser
-from .bars import BarMetrics, may_be_bar
+from .bars import RUNNING_TAIL, BarMetrics, may_be_bar
 from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
 from .tables import TABLE_MARKERS, EvalTables
@@ -102,7 +102,8 @@ class ScanEnv(NamedTuple):
     """What the C loop works with: the name cache and its filler, the held names (a
     record printing one is Python's), the Python line parser for the lines it hands
     back, how to build a Metric, the number fallback, the parser's evaluation tables
-    (the table being read: the C loop reads and writes their fields by name)."""
+    (the table being read: the C loop reads and writes their fields by name); for progress
+    bars, BarMetrics' state (read and written) and names, and the tail of a running value's Metric."""
 
     cache: dict
     held: dict
@@ -112,6 +113,9 @@ class ScanEnv(NamedTuple):
     metric_tail: tuple
     to_float: Callable[[str], Optional[float]]
     tables: EvalTables
+    bar_states: dict
+    bar_names: Callable[[str], tuple]
+    running_tail: tuple
 
 
 @register_parser
@@ -134,7 +138,8 @@ class GenericParser(LineParser):
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
         self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float,
-                            self._tables)
+                            self._tables,
+                            self._bars.states, self._bars.names, RUNNING_TAIL)
         # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
         self._c_feed = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_feed
 
