@@ -10,6 +10,7 @@ import pytest
 from trainvisor.events import Metric
 from trainvisor.lines import LineBlock, LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
+from trainvisor.parsers.base import LineParser
 from trainvisor.pipeline import Pipeline
 from trainvisor.rankprefix import Evidence, match_prefix
 from trainvisor.ranks import RankRouter, parse_rank_selection
@@ -280,3 +281,30 @@ def test_a_bar_line_left_open_under_a_rank_prefix_reaches_that_ranks_parser_in_a
     bar_values = [x for x in losses if x[2] == 17]
     assert len(bar_values) == 3000 and bar_values[0] == (1, 1.5, 17, True) and bar_values[-1] == (3000, 3000.5, 17, False)
     assert losses[-1] == (9, 0.9, 19, False)
+
+
+class _OneMetricPerLine(LineParser):
+    """A parser that leaves the stream to others (as most do): one metric per line."""
+
+    name = "one-per-line"
+
+    def parse_line(self, text, number, wall_time):
+        return [Metric("x", float(number), None, "train", None, None, None, wall_time, number)]
+
+
+@pytest.mark.parametrize("parser", [lambda: create_parser("generic", ParserOptions(year=2026)), _OneMetricPerLine])
+def test_every_event_of_a_stderr_stream_says_stderr_through_the_router(parser):
+    """The router writes the block's stream into what it returns (stamps_stream), in the copy that
+    sets a rank, and for the unranked parser's events when that parser does not write it itself."""
+    router = RankRouter(parser, parse_rank_selection("all"))
+    assert router.stamps_stream
+    ranked = "".join(f"[rank{r}]:step={i} loss=0.{i}{r}\n" for i in range(1, 9) for r in range(2))
+    plain = "".join(f"step={i} loss=0.{i}\n" for i in range(1, 9))
+    got = []
+    for stream, text in (("stderr", ranked), ("log", plain)):
+        sp = LineSplitter(stream)
+        got += [(stream, ev) for ev in router.feed(sp.feed(text.encode(), 0.0, 1.0))]
+    metrics = [(stream, ev) for stream, ev in got if type(ev) is Metric]
+    assert {ev.rank for _, ev in metrics} == {0, 1, None}
+    assert len(metrics) >= 24
+    assert all(ev.stream == stream for stream, ev in metrics)

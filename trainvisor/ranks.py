@@ -39,6 +39,8 @@ ALL_RANKS = "all"
 SELECTION_FORMS = f"must be {ALL_RANKS} or rank numbers separated by commas (0 or 0,3)"
 _new_tuple = tuple.__new__
 _RANK_FIELD = Metric._fields.index("rank")
+_STREAM_FIELD = Metric._fields.index("stream")
+assert _STREAM_FIELD < _RANK_FIELD
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,16 @@ def parse_rank_selection(text: str) -> RankSelection:
     return RankSelection(False, frozenset(int(p) for p in parts))
 
 
-def _with_rank(events: list[Event], rank: int) -> list[Event]:
-    """`events` with `rank` set on the metrics (a checkpoint announcement has no rank)."""
+def _with_rank(events: list[Event], rank: int, stream: Optional[str] = None) -> list[Event]:
+    """`events` with `rank` set on the metrics (a checkpoint announcement has no rank), and the
+    block's `stream` when given, in the same copy (what `with_stream` would do after it)."""
     cut = _RANK_FIELD
-    return [_new_tuple(Metric, ev[:cut] + (rank,) + ev[cut + 1:]) if type(ev) is Metric else ev for ev in events]
+    if stream is None:
+        return [_new_tuple(Metric, ev[:cut] + (rank,) + ev[cut + 1:]) if type(ev) is Metric else ev for ev in events]
+    at = _STREAM_FIELD
+    out = [_new_tuple(Metric, ev[:at] + (stream,) + ev[at + 1:cut] + (rank,) + ev[cut + 1:])
+           if type(ev) is Metric else ev for ev in events]
+    return out if all(type(ev) is Metric for ev in out) else with_stream(out, stream)
 
 
 def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
@@ -102,11 +110,15 @@ class RankRouter:
     """
 
     description: ClassVar[str] = "rank prefixes stripped, one parser per rank"
+    # Every event it returns says its block's stream (a rank's metrics are copied with their rank
+    # anyway; the unranked parser's are copied unless that parser writes the stream itself).
+    stamps_stream: ClassVar[bool] = True
 
     def __init__(self, parser_factory: Callable[[], "Parser"], selection: RankSelection) -> None:
         self._factory = parser_factory
         self.selection = selection
         self.unranked: "Parser" = parser_factory()
+        self._unranked_stamps = bool(getattr(self.unranked, "stamps_stream", False))
         self.by_rank: dict[int, "Parser"] = {}
         self._streams: dict[str, _StreamState] = {}
         self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
@@ -120,7 +132,7 @@ class RankRouter:
         stream = block.stream
         if stream in self.forms:
             form = self.forms[stream]
-            return self.unranked.feed(block) if form is None else self._route(block, form)
+            return self._feed_unranked(block) if form is None else self._route(block, form)
         state = self._streams.get(stream)
         if state is None:
             state = self._streams[stream] = _StreamState()
@@ -135,11 +147,11 @@ class RankRouter:
                 break
         out: list[Event] = []
         if hold_from is None:
-            out = self.unranked.feed(block)
+            out = self._feed_unranked(block)
         elif hold_from == 0:
             state.held.append(block)
         else:
-            out = self.unranked.feed(_sub_block(block, lines[:hold_from], 0))
+            out = self._feed_unranked(_sub_block(block, lines[:hold_from], 0))
             state.held.append(_sub_block(block, lines[hold_from:], hold_from))
         if state.evidence.decided:
             out = out + self._release(stream)
@@ -163,7 +175,7 @@ class RankRouter:
         form = self.forms[stream] = state.evidence.form
         out: list[Event] = []
         for block in state.held:
-            out.extend(self.unranked.feed(block) if form is None else self._route(block, form))
+            out.extend(self._feed_unranked(block) if form is None else self._route(block, form))
         # Released by `finish`, the events pass no block that says their stream: they say it here.
         return with_stream(out, stream) if stream != "stdout" else out
 
@@ -199,11 +211,17 @@ class RankRouter:
             self._open[block.stream] = (block.first_line + block.count, rank)
         return out
 
+    def _feed_unranked(self, block: LineBlock) -> list[Event]:
+        events = self.unranked.feed(block)
+        if self._unranked_stamps or block.stream == "stdout" or not events:
+            return events
+        return with_stream(events, block.stream)
+
     def _feed_run(self, block: LineBlock, rank: Optional[int], texts: list[str], start: int) -> list[Event]:
         sub = _sub_block(block, texts, start)
         if rank is None:
-            return self.unranked.feed(sub)
+            return self._feed_unranked(sub)
         parser = self.by_rank.get(rank)
         if parser is None:
             parser = self.by_rank[rank] = self._factory()
-        return _with_rank(parser.feed(sub), rank)
+        return _with_rank(parser.feed(sub), rank, block.stream)
