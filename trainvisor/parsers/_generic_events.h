@@ -38,6 +38,37 @@ typedef struct {
 
 static PyObject *S_val; /* events.PHASE_VAL */
 
+/* ---- attributes by name ---- */
+
+/* PyObject_GetAttrString builds and hashes a new str on every call; the loop reads and writes a
+ * few fields of the parser's objects on every block and every handoff, so their names are made
+ * once, interned, and found again by the address of the C literal naming them. */
+#define ATTR_NAMES 32
+static struct { const char *key; PyObject *name; } attr_names[ATTR_NAMES];
+
+/* The interned name of `key`, borrowed; NULL with an error set, or without one when the table is full. */
+static PyObject *attr_name(const char *key) {
+    int i = 0;
+    for (; i < ATTR_NAMES && attr_names[i].key; i++)
+        if (attr_names[i].key == key) return attr_names[i].name;
+    if (i == ATTR_NAMES) return NULL;
+    PyObject *name = PyUnicode_InternFromString(key);
+    if (name) attr_names[i].key = key, attr_names[i].name = name; /* kept for the life of the process */
+    return name;
+}
+
+static PyObject *get_attr(PyObject *obj, const char *key) {
+    PyObject *name = attr_name(key);
+    if (name) return PyObject_GetAttr(obj, name);
+    return PyErr_Occurred() ? NULL : PyObject_GetAttrString(obj, key);
+}
+
+static int set_attr(PyObject *obj, const char *key, PyObject *v) {
+    PyObject *name = attr_name(key);
+    if (name) return PyObject_SetAttr(obj, name, v);
+    return PyErr_Occurred() ? -1 : PyObject_SetAttrString(obj, key, v);
+}
+
 /* ---- values ---- */
 
 /* to_float(text): the exact fast path, CPython's parser, else the Python fallback. New ref. */

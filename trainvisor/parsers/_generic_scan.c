@@ -117,12 +117,12 @@ static PyObject **state_slot(scan *sc, int i) {
 
 static int load_state(scan *sc) {
     for (int i = 0; i < 4; i++) {
-        PyObject *v = PyObject_GetAttrString(sc->state, STATE_FIELDS[i]);
+        PyObject *v = get_attr(sc->state, STATE_FIELDS[i]);
         if (!v) return -1;
         Py_XSETREF(*state_slot(sc, i), v);
     }
     if (tables_load(sc)) return -1;
-    PyObject *fast = PyObject_GetAttrString(sc->state, "fast");
+    PyObject *fast = get_attr(sc->state, "fast");
     if (!fast) return -1;
     sc->fast = PyObject_IsTrue(fast);
     Py_DECREF(fast);
@@ -131,7 +131,7 @@ static int load_state(scan *sc) {
 
 static int store_state(scan *sc) {
     for (int i = 0; i < 4; i++)
-        if (PyObject_SetAttrString(sc->state, STATE_FIELDS[i], *state_slot(sc, i))) return -1;
+        if (set_attr(sc->state, STATE_FIELDS[i], *state_slot(sc, i))) return -1;
     return tables_store(sc);
 }
 
@@ -234,7 +234,7 @@ static PyObject *feed(PyObject *self, PyObject *args) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     for (int i = 0; i < ENV_SIZE; i++)
-        if (!(*env_slot(&sc, i) = PyObject_GetAttrString(env, ENV_FIELDS[i]))) goto done;
+        if (!(*env_slot(&sc, i) = get_attr(env, ENV_FIELDS[i]))) goto done;
     if (!PyDict_Check(sc.cache) || !PyDict_Check(sc.held) || !PyDict_Check(sc.bar_states) || !PyTuple_Check(sc.mtail)
         || !PyTuple_GET_SIZE(sc.mtail) || !PyTuple_Check(sc.running_tail)
         || PyTuple_GET_SIZE(sc.running_tail) != PyTuple_GET_SIZE(sc.mtail)) {

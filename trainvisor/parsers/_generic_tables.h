@@ -27,7 +27,7 @@ static int set_coco_prefix(eval_tables *t) {
 }
 
 static int tables_attach(scan *sc, PyObject *env) {
-    return (sc->tables.obj = PyObject_GetAttrString(env, "tables")) ? 0 : -1;
+    return (sc->tables.obj = get_attr(env, "tables")) ? 0 : -1;
 }
 
 static int tables_load(scan *sc) {
@@ -35,7 +35,7 @@ static int tables_load(scan *sc) {
     PyObject *coco_type = t->coco_type ? Py_NewRef(t->coco_type) : NULL;
     int rc = -1;
     for (int i = 0; i < 3; i++) {
-        PyObject *v = PyObject_GetAttrString(t->obj, TABLE_FIELDS[i]);
+        PyObject *v = get_attr(t->obj, TABLE_FIELDS[i]);
         if (!v) goto done;
         Py_XSETREF(*table_slot(t, i), v);
         if (i < 2 ? !PyUnicode_Check(v) : !PyList_Check(v)) {
@@ -43,7 +43,7 @@ static int tables_load(scan *sc) {
             goto done;
         }
     }
-    PyObject *row = PyObject_GetAttrString(t->obj, "_md_row");
+    PyObject *row = get_attr(t->obj, "_md_row");
     if (!row) goto done;
     t->md_row = PyLong_AsSsize_t(row);
     Py_DECREF(row);
@@ -60,9 +60,9 @@ static int tables_store(scan *sc) {
     eval_tables *t = &sc->tables;
     if (!t->changed) return 0;
     for (int i = 0; i < 3; i++)
-        if (PyObject_SetAttrString(t->obj, TABLE_FIELDS[i], *table_slot(t, i))) return -1;
+        if (set_attr(t->obj, TABLE_FIELDS[i], *table_slot(t, i))) return -1;
     PyObject *row = PyLong_FromSsize_t(t->md_row);
-    int r = row ? PyObject_SetAttrString(t->obj, "_md_row", row) : -1;
+    int r = row ? set_attr(t->obj, "_md_row", row) : -1;
     Py_XDECREF(row);
     t->changed = r != 0;
     return r;
