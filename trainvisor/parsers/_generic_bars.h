@@ -199,19 +199,8 @@ static int keras_form(const char *ls, const char *e, bar_line *b) {
 
 static const char *const BOOKKEEPING[] = {"v_num", "it/s", "s/it", "ETA", "eta", NULL}; /* bars._BOOKKEEPING */
 
-static int ends_keras_value(const char *v, const char *e) { return v == e || !(is_w(*v) || *v == '.'); } /* (?![\w.]) */
 static int ends_part(const char *v, const char *e) { return v == e; }                                     /* $ */
 static int ends_rich_value(const char *v, const char *e) { return v == e || is_ws(*v); }                  /* (?!\S) */
-
-/* NUMBER at p followed by what `ends` allows: its end, or NULL. Each alternative's greedy end is the
- * only one that can pass (a shorter one stops before a digit, '.', or a letter). */
-static const char *number_ending(const char *p, const char *e, int (*ends)(const char *, const char *)) {
-    const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;
-    if ((v = alt_windows(s, e)) && ends(v, e)) return v;
-    if ((v = alt_decimal(s, e)) && ends(v, e)) return v;
-    if ((v = alt_word(s, e)) && ends(v, e)) return v;
-    return NULL;
-}
 
 /* `[A-Za-z_][\w./@-]*` at p: its end, or NULL */
 static const char *bar_name(const char *p, const char *e) {
@@ -237,7 +226,7 @@ static int tqdm_pairs(const bar_line *b, bar_pair *prs) {
         const char *end = pe ? pe : b->pe;
         while (end > ps && is_ws(end[-1])) end--; /* part.strip() */
         const char *k = bar_name(ps, end), *v;
-        if (k && k < end && *k == '=' && (v = number_ending(k + 1, end, ends_part)))
+        if (k && k < end && *k == '=' && (v = number_then(k + 1, end, ends_part)))
             n = add_pair(prs, n, ps, k, k + 1, v);
         s = pe;
     }
@@ -249,7 +238,7 @@ static int keras_pairs(const bar_line *b, bar_pair *prs) {
     int n = 0;
     for (const char *i = b->ps; n >= 0 && i + 3 <= b->pe;) {
         const char *k = memcmp(i, " - ", 3) == 0 ? bar_name(i + 3, b->pe) : NULL, *v = NULL;
-        if (k && b->pe - k >= 2 && k[0] == ':' && k[1] == ' ' && (v = number_ending(k + 2, b->pe, ends_keras_value))) {
+        if (k && b->pe - k >= 2 && k[0] == ':' && k[1] == ' ' && (v = number_then(k + 2, b->pe, ends_value))) {
             n = add_pair(prs, n, i + 3, k, k + 2, v);
             i = v;
         } else {
@@ -264,7 +253,7 @@ static int rich_pairs(const bar_line *b, bar_pair *prs) {
     int n = 0;
     for (const char *i = b->ps; n >= 0 && i < b->pe;) {
         const char *k = bar_name(i, b->pe), *v = NULL;
-        if (k && b->pe - k >= 2 && k[0] == ':' && k[1] == ' ' && (v = number_ending(k + 2, b->pe, ends_rich_value))) {
+        if (k && b->pe - k >= 2 && k[0] == ':' && k[1] == ' ' && (v = number_then(k + 2, b->pe, ends_rich_value))) {
             n = add_pair(prs, n, i, k, k + 2, v);
             i = v;
         } else {

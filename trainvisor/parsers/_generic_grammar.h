@@ -206,6 +206,20 @@ static const char *run(const char *p, const char *e, int (*in)(char)) { /* the e
     return p && q > p ? q : NULL;
 }
 
+/* [-+]?NUMBER as re tries it, followed by what `follows` accepts: the value's end, or NULL. Each
+ * alternative's longest match is the only one that can pass the tests the readers give (a shorter
+ * one is followed by a digit, `.`, `e` or a letter); the tables', bars' and Katib's numbers. */
+static const char *number_then(const char *p, const char *e, int (*follows)(const char *, const char *)) {
+    const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;
+    if ((v = alt_windows(s, e)) && follows(v, e)) return v;
+    if ((v = alt_decimal(s, e)) && follows(v, e)) return v;
+    if ((v = alt_word(s, e)) && follows(v, e)) return v;
+    return NULL;
+}
+
+/* After a value: (?![\w.]) */
+static int ends_value(const char *v, const char *e) { return v == e || !(is_w(*v) || *v == '.'); }
+
 /* [-+]?NUMBER with nothing required after it; its end or NULL */
 static const char *number_any(const char *p, const char *e) {
     const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;

@@ -325,21 +325,16 @@ done:
 /* ---- Katib's records ---- */
 
 static int is_katib_name(char c) { return is_w(c) || c == '|' || c == '-'; }
+static int then_brace(const char *v, const char *e) { return v < e && *v == '}'; }
 
 /* _KATIB_RE at p (a `{`): 1 with the name in *ks..*ke and the number in *vs..*ve, else 0. NUMBER then
  * `}`: each alternative has one end (greedy), and the first one a `}` follows is the match. */
 static int katib_at(const char *p, const char *e, const char **ks, const char **ke, const char **vs,
                     const char **ve) {
-    const char *s, *v;
     if (!(*ks = lit(p, e, "{metricName: ")) || !(*ke = run(*ks, e, is_katib_name))
         || !(*vs = lit(*ke, e, ", metricValue: ")))
         return 0;
-    s = (*vs < e && (**vs == '+' || **vs == '-')) ? *vs + 1 : *vs;
-    if (!((v = alt_windows(s, e)) && v < e && *v == '}') && !((v = alt_decimal(s, e)) && v < e && *v == '}')
-        && !((v = alt_word(s, e)) && v < e && *v == '}'))
-        return 0;
-    *ve = v;
-    return 1;
+    return (*ve = number_then(*vs, e, then_brace)) != NULL;
 }
 
 /* A line holding `metricName` (M_KATIB): its `_KATIB_RE.findall` records, then `_record` (started:

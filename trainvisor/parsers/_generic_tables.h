@@ -251,20 +251,6 @@ static void table_settle(scan *sc, int r) {
 
 /* ---- mmdetection's `bbox_mAP` values (`_MMDET_RE`, found all) ---- */
 
-/* After the value: (?![\w.]) */
-static int ends_value(const char *v, const char *e) { return v == e || !(is_w(*v) || *v == '.'); }
-
-/* NUMBER at p as re tries it, followed by what `follows` accepts: the value's end, or NULL. Each
- * alternative's longest match is the only one that can be followed by a blank, an end, or what is
- * neither a word character nor a dot (a shorter one is followed by a digit, `.` or `e`). */
-static const char *number_then(const char *p, const char *e, int (*follows)(const char *, const char *)) {
-    const char *s = (p < e && (*p == '+' || *p == '-')) ? p + 1 : p, *v;
-    if ((v = alt_windows(s, e)) && follows(v, e)) return v;
-    if ((v = alt_decimal(s, e)) && follows(v, e)) return v;
-    if ((v = alt_word(s, e)) && follows(v, e)) return v;
-    return NULL;
-}
-
 /* (?:bbox|segm|proposal)_mAP\w*['"]?\s*[:=,]\s*NUMBER(?![\w.]) at p: the match's end, the name's
  * end in *ke and the value in *vs..*ve, or NULL */
 static const char *mmdet_rest(const char *p, const char *e, const char **ke, const char **vs, const char **ve) {
