@@ -72,9 +72,8 @@ def _with_rank(events: list[Event], rank: int, stream: Optional[str] = None) -> 
     if stream is None:
         return [_new_tuple(Metric, ev[:cut] + (rank,) + ev[cut + 1:]) if type(ev) is Metric else ev for ev in events]
     at = _STREAM_FIELD
-    out = [_new_tuple(Metric, ev[:at] + (stream,) + ev[at + 1:cut] + (rank,) + ev[cut + 1:])
-           if type(ev) is Metric else ev for ev in events]
-    return out if all(type(ev) is Metric for ev in out) else with_stream(out, stream)
+    return [_new_tuple(Metric, ev[:at] + (stream,) + ev[at + 1:cut] + (rank,) + ev[cut + 1:])
+            if type(ev) is Metric else with_stream([ev], stream)[0] for ev in events]
 
 
 def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
