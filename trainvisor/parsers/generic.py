@@ -40,7 +40,7 @@ from typing import Callable, ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, PHASE_VAL, Metric, with_stream
 from . import register_parser
-from .bars import RUNNING_TAIL, BarMetrics, may_be_bar
+from .bars import FINISHED_TAIL, RUNNING_TAIL, BarMetrics, may_be_bar
 from .base import LineParser
 from .common import NUMBER, NameTable, as_float, to_float
 from .tables import TABLE_MARKERS, EvalTables
@@ -75,9 +75,6 @@ _TIME_KEYS = frozenset({"timestamp", "time", "wall_time"})
 _PHASE_KEYS = frozenset({"mode", "phase", "split"})
 _NUMBER_TEXT = re.compile(r"\s*" + NUMBER + r"\s*")
 _NAME_LIMIT = 4096  # distinct keys remembered; more (per-class APs) and the cache starts again
-# Metric's fields after the nine a parser gives (added with defaults): the C loop appends them,
-# the block's stream first (Metrics of the Python loop say "stdout"; the C loop copies them with the block's).
-_METRIC_TAIL = tuple(Metric._field_defaults[f] for f in Metric._fields[9:])
 
 
 class GenericScanState:
@@ -137,9 +134,9 @@ class GenericParser(LineParser):
         self._bars = BarMetrics(self._names)  # progress-bar postfixes (bars.py)
         self._pos = GenericScanState()
         self._name_cache: dict[str, tuple[str, str]] = {}
-        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, _METRIC_TAIL, to_float,
-                            self._tables,
-                            self._bars.states, self._bars.names, RUNNING_TAIL)
+        # Metric's fields after the nine a parser gives: the C loop appends them, the block's stream first.
+        self._env = ScanEnv(self._name_cache, self._held, self._resolve, self._line, Metric, FINISHED_TAIL, to_float,
+                            self._tables, self._bars.states, self._bars.names, RUNNING_TAIL)
         # TRAINVISOR_PURE_PYTHON=1 forces the Python loop (tests compare both).
         self._c_feed = None if os.environ.get("TRAINVISOR_PURE_PYTHON") else _c_feed
 
