@@ -14,6 +14,7 @@ __all__ = [
     "LineRecord",
     "Metric",
     "CheckpointEvent",
+    "Notice",
     "Event",
     "with_stream",
     "CheckpointFile",
@@ -138,7 +139,33 @@ class CheckpointEvent:
         }
 
 
-Event = Union[Metric, CheckpointEvent]
+@dataclass(frozen=True)
+class Notice:
+    """Something the reader of a run must be told, once: the output lacks what a parser
+    expected (a Rich bar that printed only its last epoch's values), so fewer records than the
+    training logged is said, with its remedy, instead of passed over in silence.
+
+    `code` is stable (tests and the summary group by it); `message` is one line that names
+    the remedy. A parser emits a given `code` at most once per run."""
+
+    code: str
+    message: str
+    line: int
+    wall_time: float
+    stream: str = "stdout"
+
+    def to_json_dict(self) -> dict:
+        return {
+            "event": "notice",
+            "code": self.code,
+            "message": self.message,
+            "line": self.line,
+            "wall_time": json_safe(self.wall_time),
+            "stream": self.stream,
+        }
+
+
+Event = Union[Metric, CheckpointEvent, Notice]
 
 _new_tuple = tuple.__new__
 
