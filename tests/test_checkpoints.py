@@ -38,3 +38,14 @@ def test_manifest_keeps_its_stored_field_names_and_round_trips():
                  "files": [{"relpath": "lenet_iter_500.caffemodel", "key": "p/r1/lenet_iter_500.caffemodel",
                             "size": 10, "checksum": "sha256:ab"}]}
     assert Manifest.from_json(m.to_json()) == m
+
+
+def test_an_epoch_has_one_type_whoever_writes_the_manifest():
+    """Live, a recogniser reads `epoch=3` from a name (an int); `resume` reads the journal back (3.0):
+    the manifest and checkpoints.jsonl say 3.0 either way."""
+    live = Checkpoint(name="epoch=3", files=(CheckpointFile("/r/epoch=3.ckpt", "epoch=3.ckpt"),), iteration=None,
+                      epoch=3, root="/r", framework="lightning")
+    resumed = checkpoint_from_dict(json.loads(json.dumps(checkpoint_to_dict(live))))
+    assert type(live.epoch) is float and live == resumed
+    assert Manifest.of("run", live, ()).to_json() == Manifest.of("run", resumed, ()).to_json()
+    assert '"epoch": 3.0' in Manifest.of("run", live, ()).to_json()

@@ -209,3 +209,9 @@ class Checkpoint:
     epoch: Optional[float]
     root: str
     framework: str = ""
+
+    def __post_init__(self) -> None:
+        # One type for the epoch wherever it is written (a name gives 3, a journal read back 3.0):
+        # a manifest or checkpoints.jsonl record then reads the same whoever wrote it.
+        if self.epoch is not None and type(self.epoch) is not float:
+            object.__setattr__(self, "epoch", float(self.epoch))
