@@ -32,7 +32,8 @@ def test_directory_and_file_upload_once_and_a_second_run_skips_verified_files(tm
     assert "3/3 files" in first.stderr and "uploaded 3 file(s), 3.1 MB" in first.stderr
     second = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert second.returncode == 0
-    assert "uploaded 3 file(s) (3 already uploaded before)" in second.stderr
+    assert "uploaded 0 file(s), 0 B, in " in second.stderr  # the rerun sent nothing, and says so
+    assert "; 3 already in the store, verified, not sent" in second.stderr
     runs = list((tmp_path / "trainvisor-runs").iterdir())
     assert len(runs) == 1 and runs[0].name.startswith("upload-")  # same command, same journal
 

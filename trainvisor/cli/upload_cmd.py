@@ -101,7 +101,8 @@ def _wait(manager, out: TextIO, show: bool):
     start = time.monotonic()
     report = drain_showing_progress(manager, None, out if show else None)
     p = manager.progress()
-    skipped = f" ({p.files_skipped} already uploaded before)" if p.files_skipped else ""
-    click.echo(f"uploaded {p.files_done} file(s){skipped}, {human_bytes(p.bytes_done)}, "
-               f"in {time.monotonic() - start:.1f} s", err=True)
+    # What was sent, and apart from it what the store already held: a rerun that sends nothing says so.
+    skipped = f"; {p.files_skipped} already in the store, verified, not sent" if p.files_skipped else ""
+    click.echo(f"uploaded {p.files_sent} file(s), {human_bytes(p.bytes_sent)}, "
+               f"in {time.monotonic() - start:.1f} s{skipped}", err=True)
     return report

@@ -80,6 +80,16 @@ class UploadProgress:
     files_total: int
     files_skipped: int = 0
     """Files found already verified in their current version (not uploaded again)."""
+    bytes_skipped: int = 0
+    """Their bytes: counted in `bytes_done` (the progress bar's whole), never sent."""
+
+    @property
+    def files_sent(self) -> int:
+        return self.files_done - self.files_skipped
+
+    @property
+    def bytes_sent(self) -> int:
+        return self.bytes_done - self.bytes_skipped
 
 
 class UploadManager:
@@ -114,6 +124,7 @@ class UploadManager:
         self._delete = delete_after_upload
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
+        self._bytes_skipped = 0
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
@@ -189,7 +200,7 @@ class UploadManager:
     def progress(self) -> UploadProgress:
         with self._lock:
             return UploadProgress(self._bytes_done, self._bytes_total, self._files_done, self._files_total,
-                                  self._skipped)
+                                  self._skipped, self._bytes_skipped)
 
     def _count(self, nbytes: int) -> None:
         with self._lock:
@@ -282,6 +293,7 @@ class UploadManager:
                 self._bytes_done += done.size
                 self._files_done += 1
                 self._skipped += 1
+                self._bytes_skipped += done.size
             return done
         attempt = 0
         while not self._stopping.is_set():
