@@ -157,6 +157,21 @@ def test_a_bad_config_is_one_line_naming_key_and_file_and_the_child_never_starts
     assert not (tmp_path / "started").exists() and not (tmp_path / "r").exists()
 
 
+def test_numbers_in_a_command_are_its_words_as_in_env(tmp_path):
+    """`command: [..., C, 20]` is the argv the user wrote: YAML's 20 and 0.5 arrive as "20" and "0.5"."""
+    (tmp_path / "run.yaml").write_text(f"command: ['{sys.executable}', -c, 'import sys; print(sys.argv[1:])',"
+                                       " C, 20, 0.5]\nrun: {dir: r}\n")
+    proc = tv("run", "-q", "--config", "run.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "['C', '20', '0.5']\n"
+    (tmp_path / "run.toml").write_text(f"command = ['{sys.executable}', '-c', 'import sys; print(sys.argv[1:])', 7]\n")
+    assert tv("run", "-q", "--config", "run.toml", "--run-dir", "r2", cwd=tmp_path).stdout == "['7']\n"
+    (tmp_path / "bool.yaml").write_text(f"command: ['{sys.executable}', train.py, --resume, yes]\n")
+    bad = tv("run", "--config", "bool.yaml", "--run-dir", "r3", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr == ("trainvisor: bool.yaml:1: command: item 4 (True) must be a string "
+                                                  "or a number (quote it to keep it as written)\n")
+
+
 def test_a_bad_toml_value_names_the_file_and_key(tmp_path):
     (tmp_path / "c.toml").write_text("[upload]\nconcurrency = 0\n")
     proc = tv("run", "--config", "c.toml", "--", "true", cwd=tmp_path)

@@ -121,9 +121,16 @@ def _scalar(t: type, value: Any, key: Key, ctx: _Context, secret: bool) -> Any:
 
 
 def _string_tuple(value: Any, key: Key, ctx: _Context) -> tuple[str, ...]:
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ctx.fail(key, f"must be a list of strings, got {_kind(value)}")
+    """A list of strings; a number in it is its text (`command: [python, train.py, -C, 20]`), as in
+    `env`. A YAML boolean is refused: `yes` read back as "True" is not what was written."""
+    if not isinstance(value, (list, tuple)):
+        raise ctx.fail(key, f"must be a list of strings, got {_kind(value)}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise ctx.fail(key, f"item {i + 1} ({v!r}) must be a string or a number (quote it to keep it as written)")
+        out.append(v if isinstance(v, str) else str(v))
+    return tuple(out)
 
 
 def _string_mapping(value: Any, key: Key, ctx: _Context, secret: bool) -> Mapping[str, str]:
