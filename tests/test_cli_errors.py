@@ -25,3 +25,27 @@ def test_errors_are_one_line_without_traceback(args, code, message, tmp_path):
     assert proc.returncode == code
     assert message.replace("{tmp}", str(tmp_path)) in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_destination_written_wrong_exits_2_and_one_that_fails_its_check_exits_3(tmp_path):
+    """The README's two codes for a bad destination: Kodo without keys cannot be used as written
+    (configuration, 2, before the training starts); keys given but the store unreachable (3)."""
+    import os
+    import socket
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QINIU_", "AWS_"))}
+    with socket.socket() as closed:  # a loopback port nobody listens on once this block ends
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    argv = TRAINVISOR + ["run", "-q", "--run-dir", "r", "--upload-to", "kodo://bucket/team", "--",
+                         sys.executable, "-c", "open('started', 'w')"]
+    no_keys = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                             env={**env, "QINIU_UP_HOST": f"http://127.0.0.1:{port}"})
+    assert no_keys.returncode == 2 and no_keys.stderr.count("\n") == 1
+    assert "QINIU_ACCESS_KEY and QINIU_SECRET_KEY must be set" in no_keys.stderr
+    unreachable = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env={
+        **env, "QINIU_UP_HOST": f"http://127.0.0.1:{port}", "QINIU_RS_HOST": f"http://127.0.0.1:{port}",
+        "QINIU_ACCESS_KEY": "ak", "QINIU_SECRET_KEY": "sk-not-shown"})
+    assert unreachable.returncode == 3 and unreachable.stderr.count("\n") == 1, unreachable.stderr
+    assert "Traceback" not in no_keys.stderr + unreachable.stderr and "sk-not-shown" not in unreachable.stderr
+    assert not (tmp_path / "started").exists()  # neither started the training
