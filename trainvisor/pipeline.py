@@ -58,6 +58,7 @@ class Pipeline:
         self._clock = clock
         self._last_flush = clock()
         self._parser_name = "parser " + _component_name(parser)
+        self._last_stream = "stdout"  # what the events a parser releases at finish came from
 
     def feed(self, block: LineBlock) -> None:
         self.stats.lines += block.count
@@ -70,6 +71,7 @@ class Pipeline:
         except Exception as exc:  # a parser bug must not stop the run
             self.faults.record(self._parser_name, exc)
             events = None
+        self._last_stream = block.stream
         if events:
             if block.stream != "stdout" and not self._stamps_stream:  # parsers read text; the block knows the stream
                 events = with_stream(events, block.stream)
@@ -91,6 +93,10 @@ class Pipeline:
             self.faults.record(self._parser_name, exc)
             events = None
         if events:
+            # What a parser held back (a Rich bar waiting for its continuation lines) came from the
+            # last block it read: a replay's records all say "log", released at the end or not.
+            if self._last_stream != "stdout" and not self._stamps_stream:
+                events = with_stream(events, self._last_stream)
             self._dispatch(events)
         self._each_sink("flush")
         self._each_sink("close")
