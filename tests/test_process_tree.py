@@ -226,3 +226,26 @@ def test_a_pipe_held_outside_the_tree_costs_half_a_second_not_two_per_reader(dri
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_the_kernels_list_of_children_names_the_same_processes_as_a_scan_of_proc():
+    """The reaper reads /proc/self/task/*/children (a few small files) instead of every process's
+    stat: both must name the same children, zombies included."""
+    from trainvisor.supervisor import reaper
+
+    live = [subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+            for _ in range(3)]
+    dead = subprocess.Popen(["/bin/true"])
+    try:
+        while psutil.Process(dead.pid).status() != psutil.STATUS_ZOMBIE:
+            os.sched_yield()
+        me = os.getpid()
+        scanned = sorted(s.pid for s in reaper._proc_stats() if s.ppid == me)
+        assert reaper._listed_children() is not None  # this kernel keeps the list
+        assert sorted(reaper._child_pids()) == scanned and {p.pid for p in live} | {dead.pid} <= set(scanned)
+        assert dead.pid in reaper._zombie_children() and not {p.pid for p in live} & set(reaper._zombie_children())
+    finally:
+        for p in live:
+            p.stdin.close()
+            p.wait()
+        dead.wait()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import select
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple, Optional
 
 __all__ = ["Reaper", "Waker"]
 
@@ -110,25 +110,45 @@ class Waker:
                 os.close(fd)
 
 
-def _proc_stats() -> Iterator[_Stat]:
-    """Every process's state and parent, from /proc/PID/stat."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+def _proc_stats(pids: Optional[Iterable[int]] = None) -> Iterator[_Stat]:
+    """The state and parent of each of `pids` (default: every process), from /proc/PID/stat."""
+    if pids is None:
+        pids = (int(name) for name in os.listdir("/proc") if name.isdigit())
+    for pid in pids:
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
+            with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()
-        yield _Stat(int(name), fields[0].decode(), int(fields[1]))
+        yield _Stat(pid, fields[0].decode(), int(fields[1]))
+
+
+def _listed_children() -> Optional[list[int]]:
+    """This process's children as the kernel lists them per thread (an orphan given to a subreaper
+    is listed under one of its threads), or None where the kernel keeps no such list. Reading a
+    few small files instead of every process's stat keeps a run's start independent of how many
+    processes the machine has."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return None
+    pids: list[int] = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                pids.extend(map(int, f.read().split()))
+        except OSError:
+            continue  # the thread ended while we read
+    return pids
 
 
 def _child_pids() -> list[int]:
+    listed = _listed_children()
+    if listed is not None:
+        return listed
     me = os.getpid()
     return [s.pid for s in _proc_stats() if s.ppid == me]
 
 
 def _zombie_children() -> list[int]:
     me = os.getpid()
-    return [s.pid for s in _proc_stats() if s.ppid == me and s.state == "Z"]
+    return [s.pid for s in _proc_stats(_listed_children()) if s.ppid == me and s.state == "Z"]
