@@ -8,7 +8,6 @@ error or in printed output.
 from __future__ import annotations
 
 import collections.abc
-import difflib
 import functools
 import re
 import typing
@@ -205,6 +204,8 @@ def mask_url(text: str) -> str:
 
 
 def _suggest(name: str, known: Mapping[str, Any]) -> str:
+    import difflib  # only a misspelled key needs it: not loaded by every run
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(known)})"
 

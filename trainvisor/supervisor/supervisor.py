@@ -26,7 +26,6 @@ from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of
 from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
-from .terminal import follow_window, open_pty
 
 __all__ = ["Supervisor", "RunResult"]
 
@@ -163,6 +162,8 @@ class Supervisor:
             run_log_fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         slave = None
         if self.pty:
+            from .terminal import open_pty  # termios and struct: only --pty needs them
+
             self._pty_master, slave = open_pty((self.stdout_fd or 1, self.stderr_fd or 2, 0))
         try:
             try:
@@ -190,6 +191,8 @@ class Supervisor:
             self._shutdown_at = time.monotonic()
             self._signalled_by = sig
         if sig == signal.SIGWINCH and self._pty_master is not None:
+            from .terminal import follow_window
+
             follow_window(self._pty_master, (self.stdout_fd or 1, self.stderr_fd or 2, 0))
         try:
             os.killpg(self.proc.pid, sig)
