@@ -17,26 +17,31 @@ spaces; a row short of cells is padded as if they were empty). Its rows, reprodu
 parse_log.sh pairs its columns by position (every ``Test net output #0`` value, every ``lr``
 value), so one missing line shifts every later row; rows here are paired by iteration and pass.
 
-The time of a ``Testing net`` line is no metric: `line_hook` (a pipeline line hook) notes the
-glog times of each pass's ``Testing net`` line and of its first output line, and the row's
-seconds are the output's seconds minus that difference. Without the hook (a sink passed to a
-run alone), test rows take the seconds of their first output, as parse_log.py's do.
+The time of a ``Testing net`` line is no metric: `observe` (shown every block by the parser
+`watching` returns) notes the glog times of each pass's ``Testing net`` line and of its first
+output line, and the row's seconds are the output's seconds minus that difference. Without it
+(a sink passed to a run alone), test rows take the seconds of their first output, as
+parse_log.py's do.
 
 Rows go to temporary files as they complete, with each column's width: memory stays flat.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import tempfile
 from collections import deque
-from typing import IO, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 
-from ..events import Event, LineRecord, Metric, PHASE_TRAIN
+from ..events import Event, Metric, PHASE_TRAIN
+from ..lines import LineBlock
 from .caffe_csv import LR, TOTAL_LOSS, table_paths
 
 __all__ = ["CaffeShSink", "TRAIN_HEADER", "TEST_HEADER", "format_value"]
+
+log = logging.getLogger("trainvisor.sinks.caffe_sh")
 
 TRAIN_HEADER = "#Iters Seconds TrainingLoss LearningRate"
 TEST_HEADER = "#Iters Seconds TestAccuracy TestLoss"
@@ -60,9 +65,9 @@ def _seconds(s: Optional[float]) -> str:
     return "nan" if s is None else "%f" % s
 
 
-def _stamp(text: str) -> Optional[tuple[str, int]]:
-    """(MMDD, microseconds of the day) of a glog line, None for a line without a glog time."""
-    m = _STAMP.search(text)
+def _stamp(text: str, start: int, end: int) -> Optional[tuple[str, int]]:
+    """(MMDD, microseconds of the day) of the glog line text[start:end], None without a glog time."""
+    m = _STAMP.search(text, start, end)
     if m is None:
         return None
     day, hh, mm, ss, us = m.groups()
@@ -134,9 +139,35 @@ def _cell(cells: list[str], i: int) -> str:
     return cells[i] if i < len(cells) else ""
 
 
+class _Watching:
+    """A parser that shows each block to `observe` first; anything else is the parser's own."""
+
+    def __init__(self, parser: Any, observe: Callable[[LineBlock], None]) -> None:
+        self._parser = parser
+        self._observe = observe
+
+    def __getattr__(self, name: str) -> Any:  # name, stamps_stream, ...: the pipeline reads them
+        return getattr(self._parser, name)
+
+    def feed(self, block: LineBlock) -> list[Event]:
+        try:
+            self._observe(block)
+        except Exception:  # a bug here must not lose the block's metrics: test rows keep their outputs' time
+            log.exception("caffe-sh: cannot time test passes; their rows take their outputs' seconds")
+            self._observe = _ignore
+        return self._parser.feed(block)
+
+    def finish(self) -> list[Event]:
+        return self._parser.finish()
+
+
+def _ignore(block: LineBlock) -> None:
+    pass
+
+
 class CaffeShSink:
-    """Sink for Caffe metrics that writes parse_log.sh-style tables at close; pass `line_hook`
-    to the same pipeline's hooks for the test rows' exact seconds."""
+    """Sink for Caffe metrics that writes parse_log.sh-style tables at close; give the pipeline
+    `sink.watching(parser)` as its parser for the test rows' exact seconds."""
 
     name = "caffe-sh"
 
@@ -155,15 +186,37 @@ class CaffeShSink:
     def rows(self) -> int:
         return self._train.rows + self._test.rows
 
-    def line_hook(self, record: LineRecord) -> None:
+    def watching(self, parser: Any) -> "_Watching":
+        """`parser` as the pipeline's parser, showing this sink each block before parsing it:
+        the pipeline hands a block's metrics to sinks after, so each pass is known in time."""
+        return _Watching(parser, self.observe)
+
+    def observe(self, block: LineBlock) -> None:
         """Notes the glog time of each ``Testing net`` line and of the first output after it.
-        Hooks see a block's lines before its metrics reach sinks, so a pass is known in time."""
-        text = record.text
-        if "Testing net" in text:
-            self._passes.append(_Pass(record.number, _stamp(text)))
-        elif self._passes and self._passes[-1].output_line < 0 and "Test net output" in text:
-            last = self._passes[-1]
-            last.output_line, last.output_stamp = record.number, _stamp(text)
+        Scans the block's text with str.find (not a per-line hook: a hook's LineRecords doubled
+        the time of `parse --format sh` on a dense log)."""
+        text, passes = block.text, self._passes
+        limit = text.rfind("\n") + 1 if block.open_line else len(text)  # an open line comes again
+        pos = counted = 0
+        line = block.first_line
+        while True:
+            at = text.find("Testing net", pos, limit)
+            output = -1
+            if passes and passes[-1].output_line < 0:
+                output = text.find("Test net output", pos, at if at >= 0 else limit)
+                at = output if output >= 0 else at
+            if at < 0:
+                return
+            start = text.rfind("\n", 0, at) + 1
+            line += text.count("\n", counted, start)
+            counted = start
+            pos = text.find("\n", at, limit)
+            pos = limit if pos < 0 else pos
+            stamp = _stamp(text, start, pos)
+            if output >= 0:
+                passes[-1].output_line, passes[-1].output_stamp = line, stamp
+            else:
+                passes.append(_Pass(line, stamp))
 
     def write(self, events: Sequence[Event]) -> None:
         for ev in events:

@@ -45,7 +45,7 @@ def write_tables(
     events (the metric stream beside the tables)."""
     if layout == "sh":
         sh = CaffeShSink(outdir, basename)
-        replay_stream(stream, Pipeline(parser, sinks=[*sinks, sh], hooks=[sh.line_hook]), max_line=max_line)
+        replay_stream(stream, Pipeline(sh.watching(parser), sinks=[*sinks, sh]), max_line=max_line)
         return TablesWritten(tuple(sh.written), sh.rows > 0)
     if layout == "csv":
         csv = CaffeCsvSink(outdir, basename)
