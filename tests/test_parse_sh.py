@@ -155,6 +155,21 @@ def test_windows_exponents_become_the_same_numbers_as_glibc_prints_them(tmp_path
     assert [[float(c) for c in row] for row in mine] == [[float(c) for c in row] for row in theirs]
 
 
+def test_nul_bytes_do_not_end_the_tables_early(tmp_path):
+    # ssd-voc0712-nul-tail.log ends in NUL bytes (line 8489): grep calls the file binary and
+    # prints no more matches, so parse_log.sh's train table stops at "Iteration 7390, loss" (line
+    # 7589, its lr lost too) and its test table is empty. The log goes on to "Iteration 10360,
+    # loss = 3.83667" (line 8486) and a test pass at iteration 10000 (line 8374).
+    sh, tv = both("ssd-voc0712-nul-tail.log", tmp_path)
+    theirs, mine = cells(sh / "ssd-voc0712-nul-tail.log.train"), cells(tv / "ssd-voc0712-nul-tail.log.train")
+    assert theirs[-1] == ["7390", "12642.187783", "3.90722"]
+    assert mine[:len(theirs) - 1] == theirs[:-1]
+    assert mine[len(theirs) - 1] == ["7390", "12642.187783", "3.90722", "0.001"]
+    assert mine[-1] == ["10360", "17832.128291", "3.83667", "0.001"]
+    assert cells(sh / "ssd-voc0712-nul-tail.log.test") == []
+    assert cells(tv / "ssd-voc0712-nul-tail.log.test") == [["10000", "17105.712452", "0.642119"]]
+
+
 # -- plot_training_log.py over both tables ------------------------------------------------------
 
 
