@@ -75,7 +75,7 @@ def _stamp(text: str, start: int, end: int) -> Optional[tuple[str, int]]:
 
 
 class _Pass:
-    """One ``Testing net`` line seen by the hook, and the first output line after it."""
+    """One ``Testing net`` line seen by `observe`, and the first output line after it."""
 
     __slots__ = ("line", "stamp", "output_line", "output_stamp")
 
@@ -179,7 +179,7 @@ class CaffeShSink:
         self._loss_iteration: object = None
         self._test_row: Optional[list[str]] = None
         self._test_key: object = None
-        self._passes: deque[_Pass] = deque()  # seen by the hook, not yet reached by a metric
+        self._passes: deque[_Pass] = deque()  # seen by observe(), not yet reached by a metric
         self.written: list[str] = []
 
     @property
@@ -239,8 +239,8 @@ class CaffeShSink:
             self._loss_row = None
 
     def _test_value(self, m: Metric) -> None:
-        """A test output: a new row at a new pass (a ``Testing net`` line the hook saw before
-        this output, or without the hook a new iteration or test net); outputs #0 and #1 kept."""
+        """A test output: a new row at a new pass (a ``Testing net`` line observe() saw before
+        this output, or without observe() a new iteration or test net); outputs #0 and #1 kept."""
         current = None
         passes = self._passes
         while passes and passes[0].line < m.line:
