@@ -35,7 +35,7 @@ import tempfile
 from collections import deque
 from typing import IO, Any, Callable, Optional, Sequence
 
-from ..events import Event, Metric, PHASE_TRAIN
+from ..events import Event, Metric, PHASE_TEST, PHASE_TRAIN
 from ..lines import LineBlock
 from .caffe_csv import LR, TOTAL_LOSS, table_paths
 
@@ -230,7 +230,7 @@ class CaffeShSink:
                 elif ev.name == LR and self._loss_row is not None and ev.iteration == self._loss_iteration:
                     self._loss_row.append(format_value(ev.value))
                     self._end_loss_row()
-            else:
+            elif ev.phase == PHASE_TEST and ev.test_net is not None:  # a Caffe test net's output
                 self._test_value(ev)
 
     def _end_loss_row(self) -> None:
