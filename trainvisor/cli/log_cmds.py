@@ -64,31 +64,54 @@ def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bo
 @with_flags(PARSING_FLAGS)
 @click.option("--jsonl", "jsonl", is_flag=True, help="Print the metric stream as JSON lines on standard output.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), default=None,
-              help="Write LOG.train and LOG.test here, in Caffe parse_log.py's layout.")
+              help="Write LOG.train and LOG.test here, in Caffe parse_log.py's layout (= --format csv -o DIR).")
+@click.option("--format", "layout", type=click.Choice(["csv", "sh"]), default=None,
+              help="Table layout: csv (parse_log.py's CSV) or sh (parse_log.sh's, read by plot_training_log.py).")
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the tables (LOG.train, LOG.test) in this directory.")
 @click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
-def parse(flag_values: dict[str, Any], jsonl: bool, csv_dir: Optional[str], log_path: str) -> None:
-    """Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."""
+def parse(flag_values: dict[str, Any], jsonl: bool, csv_dir: Optional[str], layout: Optional[str],
+          out_dir: Optional[str], log_path: str) -> None:
+    """Parse a saved LOG into tables (--csv DIR, --format sh -o DIR) or a metric stream (--jsonl)."""
     from ..parsers.encoding import open_log_bytes
-    from ..pipeline import Pipeline
-    from ..replay import replay_stream
-    from ..sinks.caffe_csv import CaffeCsvSink
     from ..sinks.jsonl import JsonlSink
 
-    if csv_dir is None and not jsonl:
+    layout, out_dir = _table_target(csv_dir, layout, out_dir)
+    if out_dir is None and not jsonl:
+        # Word for word as before (tests pin it); --help shows --format.
         raise ConfigError("nothing to write: give --jsonl or --csv OUTDIR")
     with _open_log(log_path) as fh:
         cfg, parser = _parsing(flag_values, log_path)
         sinks: list = [JsonlSink(sys.stdout)] if jsonl else []
-        table = CaffeCsvSink(csv_dir, os.path.basename(log_path)) if csv_dir is not None else None
-        if table is not None:
-            sinks.append(table)
-        replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=sinks), max_line=cfg.max_line_bytes)
-    if table is None:
-        return
-    for path in table.written:
+        if out_dir is None:
+            from ..pipeline import Pipeline
+            from ..replay import replay_stream
+
+            replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=sinks), max_line=cfg.max_line_bytes)
+            return
+        from ..sinks.tables import write_tables
+
+        tables = write_tables(open_log_bytes(fh), parser, out_dir, os.path.basename(log_path), layout=layout,
+                              sinks=sinks, max_line=cfg.max_line_bytes)
+    for path in tables.paths:
         click.echo(f"wrote {path}", err=True)
-    if not table.written:
-        click.echo(f"trainvisor: no Caffe metrics found in {log_path}; nothing written", err=True)
+    if not tables.found:
+        what = "the tables have a header only" if tables.paths else "nothing written"
+        click.echo(f"trainvisor: no Caffe metrics found in {log_path}; {what}", err=True)
+
+
+def _table_target(csv_dir: Optional[str], layout: Optional[str],
+                  out_dir: Optional[str]) -> tuple[str, Optional[str]]:
+    """(layout, directory) from --csv DIR, --format and -o: --csv DIR is --format csv -o DIR."""
+    if csv_dir is not None:
+        if out_dir is not None:
+            raise ConfigError("give the tables' directory once: --csv DIR or -o DIR")
+        if layout == "sh":
+            raise ConfigError("--csv writes parse_log.py's CSV; for parse_log.sh's layout use --format sh -o DIR")
+        return "csv", csv_dir
+    if layout is not None and out_dir is None:
+        raise ConfigError(f"--format {layout} needs -o OUTDIR (where to write LOG.train and LOG.test)")
+    return layout or "csv", out_dir
 
 
 @click.command("parsers")

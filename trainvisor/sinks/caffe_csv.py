@@ -23,11 +23,12 @@ from typing import IO, Callable, Optional, Sequence
 
 from ..events import Event, Metric, PHASE_TRAIN
 
-__all__ = ["CaffeCsvSink"]
+__all__ = ["CaffeCsvSink", "LR", "TOTAL_LOSS", "table_paths"]
 
 # Names the Caffe parser gives to values that are not net outputs.
-_LR = "lr"
-_NOT_OUTPUTS = frozenset({"total_loss", "iter_per_sec", _LR})
+LR = "lr"
+TOTAL_LOSS = "total_loss"
+_NOT_OUTPUTS = frozenset({TOTAL_LOSS, "iter_per_sec", LR})
 _FIXED = ("NumIters", "Seconds", "LearningRate")
 
 try:  # the same loop and row formatting in C, built at install time when a compiler is there (setup.py)
@@ -37,6 +38,14 @@ except ImportError:  # pragma: no cover - depends on the build
     _c_pivot = _c_csv_row = None
 _FAST = not os.environ.get("TRAINVISOR_PURE_PYTHON")  # TRAINVISOR_PURE_PYTHON=1: the Python rows
 _NO_ROW = object()
+
+
+def table_paths(outdir: str | os.PathLike, basename: str) -> tuple[str, str]:
+    """``OUTDIR/<basename>.train`` and ``.test``, the names both of Caffe's parsers give their
+    tables; OUTDIR is created."""
+    outdir = os.fspath(outdir)
+    os.makedirs(outdir, exist_ok=True)
+    return os.path.join(outdir, basename + ".train"), os.path.join(outdir, basename + ".test")
 
 
 def _fmt(v: Optional[float]) -> str:
@@ -205,10 +214,7 @@ class CaffeCsvSink:
     name = "caffe-csv"
 
     def __init__(self, outdir: str | os.PathLike, basename: str) -> None:
-        outdir = os.fspath(outdir)
-        os.makedirs(outdir, exist_ok=True)
-        self.train_path = os.path.join(outdir, basename + ".train")
-        self.test_path = os.path.join(outdir, basename + ".test")
+        self.train_path, self.test_path = table_paths(outdir, basename)
         # Old Caffe prints no "Train net output" lines: then the train table is
         # built from the "Iteration N, loss = L" values, as column "loss".
         self._state = _PivotState(_Table(self.train_path), _Table(self.test_path), _Table(self.train_path))
@@ -237,9 +243,9 @@ class CaffeCsvSink:
             name, value, iteration, phase, test_net, seconds = ev[:6]
             if phase == PHASE_TRAIN:
                 if name in _NOT_OUTPUTS:
-                    if name == _LR:
+                    if name == LR:
                         lr = value
-                    elif name == "total_loss" and state.loss_only is not None:
+                    elif name == TOTAL_LOSS and state.loss_only is not None:
                         t = state.loss_only
                         t.set(t.values_for(iteration, seconds, lr), "loss", value)
                     continue
