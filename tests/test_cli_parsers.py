@@ -38,7 +38,7 @@ def test_unknown_parser_is_a_one_line_error(capsys):
 def test_parse_without_an_output_says_what_to_give(capsys):
     with pytest.raises(SystemExit):
         main(["parse", str(FIXTURES / "mxnet.log")])
-    assert capsys.readouterr().err == "trainvisor: nothing to write: give --jsonl or --csv OUTDIR\n"
+    assert capsys.readouterr().err == "trainvisor: nothing to write: give --jsonl, --csv OUTDIR or --format sh -o OUTDIR\n"
 
 
 def test_rules_on_the_command_line_add_metrics(tmp_path, capsys):

@@ -79,7 +79,7 @@ def parse(flag_values: dict[str, Any], jsonl: bool, csv_dir: Optional[str], layo
     layout, out_dir = _table_target(csv_dir, layout, out_dir)
     if out_dir is None and not jsonl:
         # Word for word as before (tests pin it); --help shows --format.
-        raise ConfigError("nothing to write: give --jsonl or --csv OUTDIR")
+        raise ConfigError("nothing to write: give --jsonl, --csv OUTDIR or --format sh -o OUTDIR")
     with _open_log(log_path) as fh:
         cfg, parser = _parsing(flag_values, log_path)
         sinks: list = [JsonlSink(sys.stdout)] if jsonl else []
