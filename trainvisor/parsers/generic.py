@@ -28,7 +28,8 @@ of pairs, evaluation tables, JSON records and Katib's records; every other line 
 back to `parse_line` in order (same events; `feed` writes the block's stream into
 them all, as `stamps_stream` says).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
-``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
+``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``; and a logger's source
+location (glog's ``solver.cpp:239]``, absl's ``estimator.py:371]``) is no ``name: value`` pair.
 """
 from __future__ import annotations
 
