@@ -119,6 +119,20 @@ def test_generic_reads_the_records_of_both_forms_and_no_source_location():
 
 
 REAL = sorted(REAL_LOGS.glob("*/*.log")) if REAL_LOGS.is_dir() else []
+BERT = REAL_LOGS / "tensorflow" / "bert-similarity-estimator.log"
+
+
+@pytest.mark.skipif(not BERT.is_file(), reason=f"real log not found: {BERT}")
+def test_auto_chooses_tensorflow_on_the_real_bert_log_at_its_estimators_first_line():
+    """Its ``INFO:tensorflow:***** Running training *****`` (line 56) no longer makes it a Hugging
+    Face log until TensorFlow's records outnumber it: the Estimator's ``Using config`` decides."""
+    lines = BERT.read_text(encoding="utf-8").splitlines()
+    first = next(i for i, t in enumerate(lines) if t.startswith("INFO:tensorflow:Using config: {")) + 1
+    banner = lines.index("INFO:tensorflow:***** Running training *****") + 1
+    p, _ = parse_file(BERT, "auto")
+    assert (first, banner) == (4, 56)
+    assert p.chosen == "tensorflow" and not p.switched
+    assert p.reason == f"1 tensorflow signature lines in the first {first} lines"
 GLOG_PLACE = re.compile(rb"\b\w+\.(?:py|cc|cpp|h|hpp):\d+\]")
 
 
