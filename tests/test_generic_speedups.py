@@ -54,6 +54,16 @@ LOOKS_LIKE_A_BAR_OR_TABLE = [
     "INFO:root:Epoch[0] Batch [20]\tSpeed: 512.30 samples/sec\taccuracy=0.112\n",
     "Class Images P R mAP50 mAP50-95 x=1\n", "d2 INFO: Evaluating predictions loss: 0.2\n",
 ]
+# Source locations, which are no pairs (glog, absl, klog and Python logging's ``file.py:NN``), among
+# names that only end like one (``.pyc``, ``.hx``, ``.c2``) or hold one inside (``a.py.x``).
+SOURCE_LOCATIONS = [
+    "I0513 23:27:10.305861 139977807611712 estimator.py:371] loss = 0.25, step = 3\n",
+    "I0513 23:27:10.305861 139977807611712 basic_session_run_hooks.py:262] loss = 0.5, step = 4 (0.5 sec)\n",
+    "W0102 10:00:00.000001  4242 solver.cpp:239] Iteration 5, loss = 0.3\n", "E0102 10:00:00 1 foo.cc:45] x: 1\n",
+    "I0102 main.go:57] acc: 0.5 util.h:12] b: 2 kernel.cu:3 c.cuh=4 d.hpp: 5 e.pyx: 6 f.cxx=7 g.hh=8 h.c: 9\n",
+    "INFO train.py:12] acc: 3\n", "x.py: 1 (5)\n", "src/model/x.py:12 y: 1 (6)\n", "INFO x.py: 2 (7)\n",
+    "a.pyc: 1 b.hx=2 c.c2: 3 d.py.x: 4 e.cppx=5 .py: 6 py: 7 f.Py: 8 g.ccc=9 h.: 10 i..py: 11 j.-py=12\n",
+]
 # JSON records (_generic_json.h) read in C, and those it leaves to Python (escapes where text is read,
 # duplicate keys, ints over 18 digits, deep nesting, over 256 keys); Katib's records.
 JSON_AND_KATIB = [
@@ -186,6 +196,7 @@ CORNERS = [
     "all 10 20 0.5 0.6 0.7 0.8 0.9\n", "  all 1 2 .5 nan 1.#INF +3  \n", "all\t1 2 3 4 5 6\n", "all 1 2 1. 2e 3 4\n",
     # what only looks like a bar or a table stays in the C loop; what read_bar or tables.read may read does not
     *LOOKS_LIKE_A_BAR_OR_TABLE,
+    *SOURCE_LOCATIONS,
     "Evaluation results for bbox: loss=1\n", "Evaluate annotation type *segm* x=1\n", "a_mAP: 0.3 b=2\n",
     "x 5/10 [00:01<00:02, 3.1it/s, loss=0.5]\n", "y: 5it [00:01, 3.0it/s, acc=1]\n", "z [00:0<x, 1/s w=2\n",
     "3/4 1s 10ms/step - loss: 0.2\n", "q [1:2<3?, 1/s] v=4\n", "r [12, 1/s] u=5\n", "  7/8 [==>.] - ETA: 1s - l: 2\n",
@@ -217,7 +228,8 @@ ALPHABET = st.sampled_from(list("ab_Lsteporch:= ./-@#()[]\t1059eE+-nNaIiFfQ{}\"|
     '{"', '": ', ", ", '"mode": "eval"', '"step": ', '"time": ', '"a": ', "NaN", "Infinity", "-Infinity", "true", "null",
     "\\", "\\u00e9", '\\"', "12345678901234567890", "-0", " 1e-3 ", "[1, true, 2.5]", "{metricName: ", ", metricValue: ",
     "█", "━", "•", "٣", "\u00a0", "Epoch ", "5%|", "| 3/4 [", "00:01<00:02, ", "?it/s", "s/it", "1.5it/s", ", loss=", "v_num=",
-    "[==>.]", " - 1s 10ms/step", " - ETA: ", " - loss: ", "ms/step", "=nan", ": nan"])
+    "[==>.]", " - 1s 10ms/step", " - ETA: ", " - loss: ", "ms/step", "=nan", ": nan",
+    ".py", ".cc", ".cpp", ".h", ".c", ".pyx", ".go", "estimator.py:371] ", "I0513 23:27:10.305861 1 x.py:9] "])
 
 
 @settings(max_examples=300, deadline=None)
@@ -239,8 +251,22 @@ def test_lines_that_only_look_like_bars_or_tables_are_read_in_c():
     got = parser.feed(sp.feed(data, 0.0, 1.5))
     assert handed == ["loss: 0.5"]
     assert [(m.name, m.value, m.line) for m in got] == [
-        ("loss", 0.5, 1), ("solver.cpp", 239.0, 2), ("loss", 0.0449, 2), ("Speed", 512.3, 3), ("accuracy", 0.112, 3),
+        ("loss", 0.5, 1), ("loss", 0.0449, 2), ("Speed", 512.3, 3), ("accuracy", 0.112, 3),  # solver.cpp:239] is no metric
         ("x", 1.0, 4), ("loss", 0.2, 5)]
+
+
+def test_source_locations_are_no_metrics_in_either_loop():
+    """``estimator.py:371]``, ``solver.cpp:239]``, ``main.go:57]``, ``x.py: 1 (5)``: no metric, no step
+    from a parenthesis after one; the pairs after them are read, and names that only look like a
+    source file's are metrics."""
+    data = "".join(["loss: 0.5\n"] + SOURCE_LOCATIONS).encode()
+    got = events(data, use_c=True)
+    assert got == events(data, use_c=False)
+    assert [(m[0][1], m[1][1], m[2][1]) for m in got] == [
+        ("loss", 0.5, None), ("loss", 0.25, 3), ("loss", 0.5, 4), ("loss", 0.3, None), ("x", 1.0, None),
+        ("acc", 0.5, None), ("b", 2.0, None), ("acc", 3.0, None), ("y", 1.0, None),
+        ("a.pyc", 1.0, None), ("b.hx", 2.0, None), ("c.c2", 3.0, None), ("d.py.x", 4.0, None), ("e.cppx", 5.0, None),
+        ("py", 7.0, None), ("f.Py", 8.0, None), ("g.ccc", 9.0, None), ("h.", 10.0, None), ("j.-py", 12.0, None)]
 
 
 def test_every_event_says_the_blocks_stream():

@@ -21,6 +21,13 @@ KERAS = "Epoch 1/2\n"
 MXNET = "INFO:root:Epoch[0] Batch [20]\tSpeed: 512.30 samples/sec\taccuracy=0.112500\n"
 CAFFE = "I0827 10:27:16.124927 28582 solver.cpp:250] Iteration 0, loss = 2.3\n"
 PLAIN = "plain progress line\n"
+# BERT's banner through TensorFlow's logger, absl's copy of it, and the Hugging Face Trainer's own
+TF_BANNER = "INFO:tensorflow:***** Running training *****\n"
+ABSL_BANNER = "I0513 23:27:10.305861 139977807611712 run_classifier.py:870] ***** Running training *****\n"
+HF_BANNER = "***** Running training *****\n"
+ESTIMATOR = "INFO:tensorflow:Calling model_fn.\n"
+DEPRECATION = ("WARNING:tensorflow:From /x/ops/math_ops.py:3066: to_float (from tensorflow.python.ops.math_ops) is "
+               "deprecated and will be removed in a future version.\n")
 
 CHOICES = [
     # (case, argv, lines, final, expected Choice or None)
@@ -49,6 +56,18 @@ CHOICES = [
      Choice("mxnet", "1 mxnet signature lines in the first 2 lines (others: keras 1)", "signature")),
     ("a_tie_at_the_window_falls_back", [], [KERAS, MXNET] + [PLAIN] * (WINDOW - 2), False,
      Choice("generic", f"no known format in the first {WINDOW} lines", "fallback")),
+    ("a_banner_through_tensorflows_logger_is_tensorflows", [], [PLAIN, TF_BANNER], False,
+     Choice("tensorflow", "1 tensorflow signature lines in the first 2 lines", "signature")),
+    ("absls_copy_of_the_banner_too", [], [ABSL_BANNER], False,
+     Choice("tensorflow", "1 tensorflow signature lines in the first 1 lines", "signature")),
+    ("the_trainers_own_banner_is_hugging_faces", [], [HF_BANNER], False,
+     Choice("huggingface", "1 huggingface signature lines in the first 1 lines", "signature")),
+    # counted for both formats, the three TensorFlow banners would tie 3 to 4 and decide nothing
+    ("a_line_counts_for_the_first_format_it_signs_only", [], [TF_BANNER] * 3 + [HF_BANNER], False,
+     Choice("tensorflow", "3 tensorflow signature lines in the first 4 lines (others: huggingface 1)", "signature")),
+    ("the_estimators_first_line_decides", [], [DEPRECATION] * 3 + [ESTIMATOR], False,
+     Choice("tensorflow", "1 tensorflow signature lines in the first 4 lines", "signature")),
+    ("deprecation_warnings_sign_no_format", [], [DEPRECATION] * 10, False, None),
 ]
 
 
@@ -71,6 +90,8 @@ SIGNATURES = [
     ("first_line", KERAS + PLAIN, (0, "keras", "Epoch 1/2")),
     ("after_plain_lines", PLAIN * 2 + MXNET + KERAS, (2, "mxnet", "Epoch[0] Batch")),
     ("caffe_line", PLAIN + CAFFE, (1, "caffe", CAFFE[:CAFFE.index("]") + 1])),
+    ("a_banner_through_tensorflows_logger", PLAIN + TF_BANNER, (1, "tensorflow", TF_BANNER.rstrip("\n"))),
+    ("the_trainers_banner", DEPRECATION + HF_BANNER, (1, "huggingface", HF_BANNER.rstrip("\n"))),
 ]
 
 

@@ -85,7 +85,7 @@ def test_a_step_in_parentheses_counts_only_on_a_line_of_one_pair():
     text = ("loss: 0.3 (0.35)\nloss: 0.2 (12) lr: 0.1\nI0827 net.cpp:127] Top shape: 64 (64)\n"
             "lr: 0.1 loss: 0.2 (7)\n  loss: 0.1 (8)\n")
     assert steps(parse_text(text, "generic")) == [
-        ("loss", 0.3, None), ("loss", 0.2, None), ("lr", 0.1, None), ("net.cpp", 127.0, None), ("shape", 64.0, None),
+        ("loss", 0.3, None), ("loss", 0.2, None), ("lr", 0.1, None), ("shape", 64.0, None),  # net.cpp:127] is no pair
         ("lr", 0.1, None), ("loss", 0.2, None), ("loss", 0.1, 8)]
 
 

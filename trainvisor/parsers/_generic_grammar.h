@@ -138,7 +138,32 @@ static const char *rest(const char *p, const char *e, pair *pr) {
     return suffix(m, e, pr);
 }
 
-/* _PAIR_RE tried at i; the match end or NULL */
+/* s..e is one of `words` (NULL-ended): a byte loop, as most keys differ from every word in
+ * their first byte, and a word's end is its NUL. */
+static int key_is(const char *s, const char *e, const char *const *words) {
+    size_t n = (size_t)(e - s);
+    for (; *words; words++) {
+        const char *w = *words;
+        size_t i = 0;
+        while (i < n && w[i] && w[i] == s[i]) i++;
+        if (i == n && !w[n]) return 1;
+    }
+    return 0;
+}
+
+/* The extensions of generic.py `SOURCE_SUFFIXES`, none longer than 3 */
+static const char *const SOURCE_EXTS[] = {"c", "h", "cc", "cu", "go", "hh", "py", "cpp", "cuh", "cxx", "hpp", "pyx", NULL};
+
+/* The name s..e ends in `.` and a source file's extension (`estimator.py:371]` is a place in the
+ * code, not a pair: _PAIR_RE's lookbehinds). Only the text after the last `.` can be one. */
+static int source_file(const char *s, const char *e) {
+    for (const char *d = e - 1; d > s && e - d <= 4; d--)
+        if (*d == '.') return key_is(d + 1, e, SOURCE_EXTS);
+    return 0;
+}
+
+/* _PAIR_RE tried at i; the match end or NULL. The name is tested after the rest matched: most
+ * names are followed by no value, and a source file's name is as rare as its test is cheap. */
 static const char *match_at(const char *ls, const char *i, const char *e, pair *pr) {
     if ((i > ls && is_name(i[-1])) || !is_first(*i)) return NULL;
     const char *j = i + 1, *m;
@@ -146,9 +171,9 @@ static const char *match_at(const char *ls, const char *i, const char *e, pair *
     if (j + 1 < e && *j == ' ' && is_first(j[1])) {
         const char *k = j + 2;
         while (k < e && is_name2(*k)) k++;
-        if ((m = rest(k, e, pr))) return pr->ks = i, pr->ke = k, m;
+        if ((m = rest(k, e, pr)) && !source_file(i, k)) return pr->ks = i, pr->ke = k, m;
     }
-    if ((m = rest(j, e, pr))) return pr->ks = i, pr->ke = j, m;
+    if ((m = rest(j, e, pr)) && !source_file(i, j)) return pr->ks = i, pr->ke = j, m;
     return NULL;
 }
 
@@ -170,19 +195,6 @@ static int find_pairs(const char *ls, const char *e, pair *prs) {
 }
 
 /* ---- index keys (generic.py `_ITER_KEYS`, `_EPOCH_KEYS`, `_STICKY_KEYS`) ---- */
-
-/* s..e is one of `words` (NULL-ended): a byte loop, as most keys differ from every word in
- * their first byte, and a word's end is its NUL. */
-static int key_is(const char *s, const char *e, const char *const *words) {
-    size_t n = (size_t)(e - s);
-    for (; *words; words++) {
-        const char *w = *words;
-        size_t i = 0;
-        while (i < n && w[i] && w[i] == s[i]) i++;
-        if (i == n && !w[n]) return 1;
-    }
-    return 0;
-}
 
 static const char *const ITER_KEYS[] = {"step", "iter", "iteration", "global_step", "it", "batch", "Step", "Iter",
                                         "Iteration", NULL};

@@ -23,7 +23,7 @@ DECIDE_HITS = 2  # signature lines another format needs to overturn an early cho
 FALLBACK = "generic"
 AUTO = "auto"
 
-# When scores tie, the more specific format wins.
+# When scores tie, or several formats' signatures match one line, the more specific format wins.
 PRIORITY = ("caffe", "mxnet", "detectron2", "mmdet", "tensorflow", "huggingface", "lightning",
             "darknet", "yolo", "keras", "pytorch")
 
@@ -69,13 +69,18 @@ def candidates(infos: Iterable[ParserInfo]) -> tuple[tuple[str, re.Pattern], ...
 
 
 def count_signatures(lines: Iterable[str], cands: Sequence[tuple[str, re.Pattern]]) -> dict[str, int]:
-    """Signature matches per format over `lines`, in priority order (formats without any left out)."""
+    """Signature matches per format over `lines`, in priority order (formats without any left out).
+
+    A line is one program's: when several formats' signatures match it, it counts for the first
+    of them in priority order only, the one `first_signature` names for it (TensorFlow's logger
+    printing BERT's ``***** Running training *****`` is no Hugging Face line)."""
     counts = dict.fromkeys((n for n, _ in cands), 0)
     for line in lines:
         for name, pat in cands:
             n = len(pat.findall(line))
             if n:
                 counts[name] += n
+                break
     return {n: c for n, c in counts.items() if c}
 
 

@@ -28,7 +28,8 @@ of pairs, evaluation tables, JSON records and Katib's records; every other line 
 back to `parse_line` in order (same events; `feed` writes the block's stream into
 them all, as `stamps_stream` says).
 Unlike a bare ``(\\w+)=(\\S+)`` rule, ``loss = nan`` is a NaN metric and
-``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``.
+``Train net output #1: loss = 0.3`` is named ``loss``, not ``1``; and a logger's source
+location (glog's ``solver.cpp:239]``, absl's ``estimator.py:371]``) is no ``name: value`` pair.
 """
 from __future__ import annotations
 
@@ -52,11 +53,26 @@ except ImportError:  # pragma: no cover - built without a compiler
 
 __all__ = ["GenericParser", "GenericScanState", "ScanEnv"]
 
+# The extensions of the source files that loggers name with a line number (glog and absl
+# ``estimator.py:371]``, ``solver.cpp:239]``, klog ``main.go:57]``): a name ending in one is a place
+# in the code, never a metric's name. The C loop has the same list (_generic_grammar.h).
+SOURCE_SUFFIXES = ("c", "h", "cc", "cu", "go", "hh", "py", "cpp", "cuh", "cxx", "hpp", "pyx")
+
+
+def _not_a_source_file() -> str:
+    """Lookbehinds refusing a name that ends in ``.`` and a SOURCE_SUFFIXES extension (one per
+    length: a lookbehind has a fixed width)."""
+    widths = sorted({len(x) for x in SOURCE_SUFFIXES})
+    return "".join(r"(?<!\.(?:" + "|".join(x for x in SOURCE_SUFFIXES if len(x) == w) + "))" for w in widths)
+
+
 # name, value, and a step in parentheses closing the line (``x: 1.1 (10)``, ``x: 1 (step 1)``, as
 # Guild AI's output scalars write it). Possessive name words and blanks: a shorter name or
 # fewer blanks never match where the whole run did not, and the engine need not try them.
+# A source location (``estimator.py:371]``) is no pair: the name may not end in a source file's extension.
 _PAIR_RE = re.compile(
-    r"(?<![\w.@/-])([A-Za-z_][\w./@-]*+(?: [A-Za-z_][\w.@-]*+)?)\s*+[:=]\s*+(" + NUMBER + r")(?:/\d+)?(?![\w.:])"
+    r"(?<![\w.@/-])([A-Za-z_][\w./@-]*+(?: [A-Za-z_][\w.@-]*+)?)" + _not_a_source_file()
+    + r"\s*+[:=]\s*+(" + NUMBER + r")(?:/\d+)?(?![\w.:])"
     r"(?:\s+\((?:step\s+)?(\d+)\)\s*$)?"
 )
 # Katib's custom-filter form: ``{metricName: accuracy, metricValue: 0.8078}``, several to a line.

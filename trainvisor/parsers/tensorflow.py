@@ -45,7 +45,17 @@ class TensorFlowParser(LineParser):
     description: ClassVar[str] = "TensorFlow 1 / Estimator 'loss = X, step = N', global_step/sec, eval dicts, final-step loss, checkpoints (absl duplicates dropped)"
     markers: ClassVar[tuple[str, ...]] = ("step = ", "global_step/sec", "Saving dict for global step", "Saving checkpoints for",
                                           "Loss for final step")
-    signature: ClassVar[str] = r"(?:INFO:tensorflow:|\] )(?:loss = \S+, step = \d+|global_step/sec: |Saving checkpoints for \d+)"
+    # The records, and the lines an Estimator prints before its first record (``Using config: {``,
+    # ``Calling model_fn.``: a TF1 program's warnings and variable listings may fill screens
+    # before that record) or a TF1 program prints through TensorFlow's logger (BERT's
+    # ``***** Running training *****``, which the Hugging Face Trainer prints too, without that
+    # prefix): those only with the prefix of TensorFlow's logger, or absl's of a Python file.
+    signature: ClassVar[str] = (
+        r"(?:INFO:tensorflow:|\] )(?:loss = \S+, step = \d+|global_step/sec: |Saving checkpoints for \d+)"
+        r"|(?:^INFO:tensorflow:|^I\d{4} [\d:.]+ +\d+ [\w.-]+\.py:\d+\] )"
+        r"(?:Using config: \{|(?:Done c|C)alling model_fn\.|Create CheckpointSaverHook\.|Graph was finalized\."
+        r"|Starting evaluation at |Saving dict for global step \d+|Loss for final step|\*{5} \w[\w ]* \*{5})"
+    )
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
