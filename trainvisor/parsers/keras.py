@@ -32,6 +32,8 @@ from .common import NUMBER, NameTable, fnum, metrics_from_pairs
 
 __all__ = ["KerasParser"]
 
+_new_tuple = tuple.__new__  # a Metric from its fields as one tuple (the keyword call costs 4x)
+
 _EPOCH_RE = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 # What callbacks print at an epoch's end, before the epoch-end line: ModelCheckpoint's
 # "Epoch 1: saving model to ...", EarlyStopping's "Epoch 5: early stopping", ReduceLROnPlateau's.
@@ -94,9 +96,9 @@ class KerasParser(LineParser):
                     return None
             return self._release() if self._held and text.strip() else None
         # Keras's bars start with their count (a tqdm bar's "k=v" postfix is no Keras value)
-        if may_be_bar(text) and _STEP_RE.match(text) and (bar := read_bar(text)) is not None:
+        if _STEP_RE.match(text) and may_be_bar(text) and (bar := read_bar(text)) is not None:
             return self._bar_values(bar, number, wall_time)
-        out = self._release()
+        out = self._release() if self._held else []
         found = _KV_RE.findall(text)
         if not found:
             return out
@@ -142,5 +144,5 @@ class KerasParser(LineParser):
         out: list[Event] = []
         for key, value in pairs:
             name, phase = names(key)
-            out.append(Metric(name, value, step, phase, None, None, at, wall_time, line, stream, None, running))
+            out.append(_new_tuple(Metric, (name, value, step, phase, None, None, at, wall_time, line, stream, None, running)))
         return out
