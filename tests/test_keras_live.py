@@ -137,6 +137,23 @@ def test_the_last_epochs_values_come_with_the_programs_next_line(after, released
     assert len([m for m in parser.finish() if m.epoch == 3.0]) == (0 if released else 4)
 
 
+def test_an_epoch_of_unknown_length_gives_running_values_at_keras_count():
+    """Keras 3.15 over a PyDataset without a length (a project run): its first epoch's bar shows
+    ``n/Unknown`` and no total, until the epoch-end line draws it with the count it learnt."""
+    bar = "\x1b[1m0s\x1b[0m 25ms/step - accuracy: {} - loss: {}"
+    text = ("Epoch 1/2\n\r      1/Unknown " + bar.format("0.4375", "0.7591") + "\b\b\b\r      2/Unknown "
+            + bar.format("0.4531", "0.7476") + "\n")
+    events = parser_events(text.encode())
+    assert [(m.name, m.value, m.iteration, m.epoch, m.running) for m in events] == [
+        ("accuracy", 0.4375, 1, 1.0, True), ("loss", 0.7591, 1, 1.0, True),
+        ("accuracy", 0.4531, 2, 1.0, True), ("loss", 0.7476, 2, 1.0, True)]
+
+
+def parser_events(data: bytes) -> list:
+    parser, split = create_parser("keras"), LineSplitter("stdout")
+    return parser.feed(split.feed(data, 0.0, 0.0)) + parser.finish()
+
+
 def test_an_older_keras_whose_last_batch_shows_an_average_gives_the_epoch_end_lines_value():
     """keras3-utf16le-ansi.log (Keras 3 averaging its bar's values): epoch 60's "49/49" rows, line 3150
     (the last batch: accuracy 0.8665, loss 0.4237) and 3151 (epoch end: 0.8605, 0.4159, val_...)."""

@@ -12,7 +12,8 @@ an average of the epoch's running values in older Keras 3 and tf.keras. So the b
 is held until Keras is done drawing it (its next state, the next ``Epoch E/N``, a line that is
 no callback's ``Epoch 3: ...`` note, the end of the output), and its values are reported once,
 as last drawn, on the line of that last drawing: each value of `History` once, at its epoch and
-step. Lines without a bar (Keras 1's ``224s - loss: ...``) hold an epoch's values.
+step. An epoch of unknown length (``7/Unknown 2s ...``) has no total: its values are running.
+Lines without a bar (Keras 1's ``224s - loss: ...``) hold an epoch's values.
 
 ModelCheckpoint's ``Epoch 1: saving model to ckpt/weights.01.keras`` (printed before the save)
 is a `CheckpointEvent` of kind ``keras`` with the epoch as printed, reported at once: the
@@ -28,7 +29,7 @@ from . import register_parser
 from .announcements import KIND_KERAS, keras_save
 from .bars import BarState, StepValues, is_running, may_be_bar, read_bar
 from .base import LineParser
-from .common import NUMBER, NameTable, fnum, metrics_from_pairs
+from .common import NUMBER, NameTable, fnum, metrics_from_pairs, to_float
 
 __all__ = ["KerasParser"]
 
@@ -39,6 +40,9 @@ _EPOCH_RE = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 # "Epoch 1: saving model to ...", EarlyStopping's "Epoch 5: early stopping", ReduceLROnPlateau's.
 _NOTE_RE = re.compile(r"^\s*Epoch \d+: ")
 _STEP_RE = re.compile(r"^\s*(\d+)/(\d+)\b")
+# Keras 3's count in an epoch whose length it does not know yet (the first, over a generator):
+# "      7/Unknown 2s 25ms/step - loss: ..."; it learns the total at the epoch's end.
+_UNKNOWN_RE = re.compile(r"^\s*(\d+)/Unknown ")
 _KV_RE = re.compile(r" - ([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.])")
 _SKIP = frozenset({"ETA"})
 
@@ -100,16 +104,24 @@ class KerasParser(LineParser):
             return self._bar_values(bar, number, wall_time)
         out = self._release() if self._held else []
         found = _KV_RE.findall(text)
-        if not found:
-            return out
+        return out + self._line_values(text, found, number, wall_time) if found else out
+
+    def _line_values(self, text: str, found: list, number: int, wall_time: float) -> list[Event]:
+        """The values of a line that is no bar read by bars.py: an epoch's (Keras 1's ``224s - loss:``),
+        or the running values of an epoch whose length Keras does not know yet."""
+        m = _UNKNOWN_RE.match(text)
+        if m is not None:
+            step = int(m.group(1))
+            pairs = tuple([(k, v) for k, raw in found if k not in _SKIP and (v := to_float(raw)) is not None])
+            return self._metrics(self._reported.new(step, pairs), step, self._epoch, number, wall_time, True)
         step = None
         m = _STEP_RE.match(text)
         if m:
             n, total = int(m.group(1)), int(m.group(2))
             step = (self._epoch - 1) * total + n if self._epoch else n
         epoch = fnum(self._epoch) if self._epoch is not None else None
-        return out + metrics_from_pairs(found, self._names, iteration=step, epoch=epoch, seconds=None,
-                                        wall_time=wall_time, line=number, skip=_SKIP)
+        return metrics_from_pairs(found, self._names, iteration=step, epoch=epoch, seconds=None,
+                                  wall_time=wall_time, line=number, skip=_SKIP)
 
     def _bar_values(self, bar: BarState, number: int, wall_time: float) -> list[Event]:
         """A running state's values new at its step; a state at the total held (see the module's doc)."""
