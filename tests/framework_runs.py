@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from trainvisor.events import Metric
 
@@ -25,11 +26,16 @@ class LiveRun(NamedTuple):
     workdir: Path
 
 
-def run_program(workdir: Path, program: str, *args: str, flags: tuple = ()) -> LiveRun:
-    """`trainvisor run` (auto parser) of fixtures/programs/`program` in `workdir`; fails on a bad exit."""
+def run_program(workdir: Path, program: str, *args: str, flags: tuple = (), env: Optional[dict] = None) -> LiveRun:
+    """`trainvisor run` (auto parser) of fixtures/programs/`program` in `workdir`; fails on a bad exit.
+    `env`: variables set for trainvisor and the child (None: removed), over this environment."""
+    environ = None
+    if env:
+        environ = {k: v for k, v in os.environ.items() if k not in env}
+        environ.update({k: v for k, v in env.items() if v is not None})
     proc = subprocess.run(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--log-file", "out.log", *flags, "--",
                                         sys.executable, str(PROGRAMS / program), *args],
-                          cwd=workdir, capture_output=True, text=True, timeout=300)
+                          cwd=workdir, capture_output=True, text=True, timeout=300, env=environ)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = (workdir / "r" / "metrics.jsonl").read_text().splitlines()
     metrics = [Metric.from_json_dict(d) for d in map(json.loads, lines) if "event" not in d]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from trainvisor.parsers import bars
-from trainvisor.parsers.bars import BarState, read_bar
+from trainvisor.parsers.bars import BarState, StepValues, is_running, read_bar
 
 from .parsing_helpers import FIXTURES, parse_file
 
@@ -28,12 +28,18 @@ from .parsing_helpers import FIXTURES, parse_file
     # real-logs keras/esartic-sound-cnn-30ep.log
     ("15635/15635 [==============================] - 8s 500us/step - loss: 0.9278 - acc: 0.6833 - val_loss: 1.6180",
      BarState("", 15635, 15635, (("loss", 0.9278), ("acc", 0.6833), ("val_loss", 1.618)), 2000.0, None)),
+    # real-logs keras/keras3-utf16le-ansi.log line 34: Keras 3's ETA over a minute (and over an hour, as it formats it)
+    (" 1/49 ━━━━━━━━━━━━━━━━━━━━ 1:06 1s/step - accuracy: 0.0000e+00 - loss: 1.5527",
+     BarState("", 1, 49, (("accuracy", 0.0), ("loss", 1.5527)), 1.0, None)),
+    ("  7/4900 ━━━━━━━━━━━━━━━━━━━━ 1:02:03 760ms/step - loss: 1.5",
+     BarState("", 7, 4900, (("loss", 1.5),), 1 / 0.76, None)),
 ])
 def test_bar_states_are_read(text, bar):
     assert read_bar(text) == bar
 
 
-@pytest.mark.parametrize("text", ["step 100 [12:30:01] loss=3", "Epoch 1/10", "loss: 0.3 - acc: 0.9", "a | b | c"])
+@pytest.mark.parametrize("text", ["step 100 [12:30:01] loss=3", "Epoch 1/10", "loss: 0.3 - acc: 0.9", "a | b | c",
+                                  "1/49 ━━━━ 1:6 1s/step - loss: 1", "1/49 ━━━━ 1:06:03:01 1s/step - loss: 1"])
 def test_lines_that_are_no_bar(text):
     assert read_bar(text) is None
 
@@ -149,3 +155,43 @@ def test_random_rates_read_as_the_regex_reads_them(pieces):
     text = "".join(pieces)
     fast, regex = bars._rate(text), bars._rate_by_regex(text)
     assert fast == regex or (fast != fast and regex != regex)
+
+
+# ---- the two rules every parser of bars follows ----
+
+@pytest.mark.parametrize("text,running", [
+    ("Epoch 0:  45%|████▌     | 45/100 [00:02<00:03, 19.5it/s, loss=0.231]", True),
+    ("Epoch 0: 100%|██████████| 100/100 [00:05<00:00, 19.5it/s, loss=0.231]", False),
+    ("batches: 45it [00:02, 19.5it/s, loss=1e-3]", True),  # no total: never reached
+    ("5/6 ━━━━━━━━━━━━━━━━━━━━ 0s 17ms/step - accuracy: 0.5813 - loss: 0.6996", True),
+    ("6/6 ━━━━━━━━━━━━━━━━━━━━ 0s 14ms/step - accuracy: 0.5781 - loss: 0.7002", False),
+])
+def test_a_bars_values_are_running_until_it_reaches_its_total(text, running):
+    assert is_running(read_bar(text)) is running
+
+
+# keras-every-step.log, line 2 (the last batch's bar) and line 6 (the epoch-end line): the same step
+LAST_BATCH = "6/6 ━━━━━━━━━━━━━━━━━━━━ 0s 14ms/step - accuracy: 0.5781 - loss: 0.7002"
+EPOCH_END = LAST_BATCH.replace("14ms", "20ms") + " - val_accuracy: 0.5000 - val_loss: 0.7036"
+
+
+def test_a_redraw_at_the_same_step_gives_only_what_it_adds_or_changes():
+    seen = StepValues()
+    assert seen.new(6, read_bar(LAST_BATCH).postfix) == (("accuracy", 0.5781), ("loss", 0.7002))
+    assert seen.new(6, read_bar(EPOCH_END).postfix) == (("val_accuracy", 0.5), ("val_loss", 0.7036))
+    assert seen.new(6, read_bar(EPOCH_END.replace("0.7036", "0.7037")).postfix) == (("val_loss", 0.7037),)
+    assert seen.new(6, read_bar(EPOCH_END).postfix) == (("val_loss", 0.7036),)
+
+
+def test_a_new_step_or_bar_gives_every_value_again():
+    seen = StepValues()
+    seen.new(6, read_bar(LAST_BATCH).postfix)
+    assert seen.new(12, read_bar(LAST_BATCH).postfix) == (("accuracy", 0.5781), ("loss", 0.7002))
+    seen.forget()
+    assert seen.new(12, read_bar(LAST_BATCH).postfix) == (("accuracy", 0.5781), ("loss", 0.7002))
+
+
+def test_a_nan_drawn_again_at_its_step_is_no_new_value():
+    seen = StepValues()
+    assert len(seen.new(3, (("loss", float("nan")),))) == 1
+    assert seen.new(3, (("loss", float("nan")), ("acc", 0.5))) == (("acc", 0.5),)

@@ -265,7 +265,7 @@ def test_keras1_backspace_progress_bar_reports_its_final_state():
             b" 100/100 [======] - 1s - loss: 1.5000 - val_loss: 1.2500\n")
     sp = LineSplitter("t")
     parser = create_parser("keras")
-    events = parser.feed(sp.feed(data, 0.0, 0.0))
+    events = parser.feed(sp.feed(data, 0.0, 0.0)) + parser.finish()  # the bar at its total waits for its end
     assert [(m.name, m.phase, m.value, m.iteration) for m in events] == [
         ("loss", "train", 1.5, 100), ("loss", "val", 1.25, 100)]
 

@@ -120,9 +120,10 @@ TRAIN_LOSS = {
     # 3: "3083s - loss: 1.7197"; 55 (after "Epoch 6/10", "Epoch 00005: early stopping"): "3122s - loss: 0.0134"
     "keras/kanji-keras1-verbose2-earlystop.log": TrainLoss(
         "loss", 25, Seen(1.7197, None, 1.0, 3), Seen(0.0134, None, 6.0, 55)),
-    # UTF-16: iconv -f UTF-16LE | grep -c -- '- loss: ' (every bar row; each epoch ends with two
-    # "49/49" rows, the last with val_): 34: " 1/49 ... - loss: 1.5527"; 3151: "49/49 ... - loss: 0.4159 - val_accuracy"
-    "keras/keras3-utf16le-ansi.log": TrainLoss("loss", 3000, Seen(1.5527, 1, 1.0, 34), Seen(0.4159, 60 * 49, 60.0, 3151)),
+    # UTF-16: iconv -f UTF-16LE | grep -c -- '- loss: ' is 3000 bar rows, 49 steps an epoch: each epoch ends with two
+    # "49/49" rows at one step, the last batch's (its bar's average, 3150: 0.4237) and the epoch-end line with
+    # val_ (3151: 0.4159, the epoch's value), one record (keras.py): 2940. 34: " 1/49 ... - loss: 1.5527"
+    "keras/keras3-utf16le-ansi.log": TrainLoss("loss", 2940, Seen(1.5527, 1, 1.0, 34), Seen(0.4159, 60 * 49, 60.0, 3151)),
     # grep -c '"mode": "train"': 2: "epoch": 1, "iter": 50, "loss": 1.45626; 96: "epoch": 12, "iter": 350, "loss": 0.21902
     "mmdetection/mmdet2-faster-rcnn-12ep-json.log": TrainLoss(
         "loss", 84, Seen(1.45626, 50, 1.0, 2), Seen(0.21902, 11 * 361 + 350, 12.0, 96)),

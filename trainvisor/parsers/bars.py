@@ -11,9 +11,22 @@ The forms read (one state each, as the splitter renders them):
 - Keras 3: ``50/50 ━━━━━━━━━━ 1s 10ms/step - accuracy: 0.91 - loss: 0.23`` (``=`` bars too);
 - Keras 2: ``32/100 [=>....] - ETA: 1s - loss: 2.3`` and ``100/100 [====] - 1s 10ms/step - loss: ...``.
 
+Two rules every parser that reads bars follows (generic, keras, lightning):
+
+- **running** (`is_running`): a bar's postfix shows the values so far of the loop it counts
+  (an epoch's batches); they are running values (``Metric.running``) until the bar reaches its
+  total, and that loop's own values at n >= total. A bar without a total (tqdm ``45it``) never
+  reaches it. The generic parser's C loop applies the same test (_generic_bars.h, `emit_bar`).
+- **once a step** (`StepValues`): a value is reported once at a step. A bar drawn again at the
+  same step shows its values again: Keras 3 draws its last batch's bar at the epoch's total,
+  then the epoch-end line, the same bar with the same values and the ``val_*`` ones added;
+  only what a redraw adds or changes is new.
+
 A bar repeats its postfix on every redraw, so `BarMetrics` reports a state only when
 its postfix values changed or the bar reached its total: never more records than
-distinct bar states. Bookkeeping keys (``v_num``, the rate, ``ETA``) are never metrics.
+distinct bar states. (It reports a changed postfix whole, the once-a-step rule not applied
+yet: its C twin builds the same records.) Bookkeeping keys (``v_num``, the rate, ``ETA``)
+are never metrics.
 """
 from __future__ import annotations
 
@@ -23,7 +36,7 @@ from typing import NamedTuple, Optional
 from ..events import Metric
 from .common import NUMBER, NameTable, fnum, to_float
 
-__all__ = ["BarState", "BarMetrics", "read_bar", "may_be_bar"]
+__all__ = ["BarState", "BarMetrics", "StepValues", "is_running", "read_bar", "may_be_bar"]
 
 # tqdm's two forms, as ``^(?P<desc>.*?)<form>``: a lazy description before the form is the text
 # before the first position where the form matches, which is what `search` finds (`_search_form`).
@@ -36,9 +49,12 @@ _RICH_RE = re.compile(
     r"^(?P<desc>.*?)\s*[━╸╺─]+\s+(?P<n>\d+)/(?P<total>\d+)\s+[\d:]+\s*•\s*[-\d:]+\s*(?P<rate>\S+/s|\S+/it)?"
     r"(?P<post>.*)$")
 _RICH_PAIR_RE = re.compile(r"([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?!\S)")
+# Keras 3's time before the time per step: the elapsed seconds (``12s``) or the ETA, in seconds
+# under a minute, else ``1:06`` or ``1:02:03``.
 _KERAS_RE = re.compile(
     r"^\s*(?P<n>\d+)/(?P<total>\d+)\s+(?:\[[=>.]*\]|[━=.>─╸ ]*?)\s*(?:-\s+)?"
-    r"(?:ETA: \S+|\d+m?s(?:\s+(?P<per>[\d.]+)(?P<unit>[mu]?s)/step)?)(?P<post>(?:\s+-\s+.*)?)$")
+    r"(?:ETA: \S+|(?:\d+m?s|\d+(?::\d\d){1,2})(?:\s+(?P<per>[\d.]+)(?P<unit>[mu]?s)/step)?)"
+    r"(?P<post>(?:\s+-\s+.*)?)$")
 _KERAS_PAIR_RE = re.compile(r" - ([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.])")
 _TQDM_PAIR_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")$")
 _RATE_RE = re.compile(r"(" + NUMBER + r")\s*([A-Za-z]*)/s$|(" + NUMBER + r")\s*s/([A-Za-z]+)$")
@@ -63,6 +79,44 @@ class BarState(NamedTuple):
     postfix: tuple[tuple[str, float], ...]
     rate: Optional[float]
     epoch: Optional[int]
+
+
+def is_running(bar: BarState) -> bool:
+    """The running rule (see the module's doc): True until the bar reaches its total."""
+    return bar.total is None or bar.n < bar.total
+
+
+class StepValues:
+    """The once-a-step rule for the bars one parser reads: which values of a state are new.
+    A step is whatever tells the caller's steps apart: Keras' step counted across epochs, or
+    the bar's n where nothing more is known. Holds the values of one step: bounded."""
+
+    __slots__ = ("step", "seen")
+
+    def __init__(self) -> None:
+        self.step: object = None
+        self.seen: dict[str, float] = {}
+
+    def new(self, step: object, postfix: tuple) -> tuple:
+        """The (name, value) pairs of `postfix` not reported at `step` yet: all of them at a new
+        step; at the same step, those the redraw adds or changes (NaN is NaN again, not new)."""
+        if step != self.step:
+            self.step = step
+            self.seen = dict(postfix)
+            return postfix
+        seen = self.seen
+        fresh = tuple([(k, v) for k, v in postfix if not _same(seen.get(k), v)])
+        seen.update(fresh)
+        return fresh
+
+    def forget(self) -> None:
+        """A new bar starts (a new epoch): nothing it shows was reported at its steps."""
+        self.step = None
+        self.seen = {}
+
+
+def _same(a: Optional[float], b: float) -> bool:
+    return a == b or (a != a and b != b)
 
 
 def may_be_bar(text: str) -> bool:
@@ -205,7 +259,7 @@ class BarMetrics:
         bar = read_bar(text)
         if bar is None:
             return None
-        done = bar.total is not None and bar.n >= bar.total
+        done = not is_running(bar)
         key = (bar.postfix, done)
         if not bar.postfix or self.states.get(bar.desc) == key:
             return []
