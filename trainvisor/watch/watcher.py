@@ -80,6 +80,9 @@ class CheckpointWatcher:
         self._thread: Optional[threading.Thread] = None
         self._initial: dict[str, FileStat] = {}
         self._watches: Optional[RootWatches] = None
+        # Held while watches change and while stop() retires them: a watch added on this thread
+        # while the observer stops would start an emitter nobody stops (a leaked thread).
+        self._watches_lock = threading.Lock()
         self._started_ns = 0                    # wall clock at start: older files belong to earlier runs
         self._home = os.path.expanduser("~")
         self._unwatchable: set[str] = set()     # announced paths said once to be left unwatched
@@ -114,6 +117,8 @@ class CheckpointWatcher:
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline and time.monotonic() - self._handler.last_event < 0.1:
                 time.sleep(0.02)
+        with self._watches_lock:
+            self._watches = None  # from now on no watch is added; roots added late are swept by _finish
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout)
@@ -166,9 +171,8 @@ class CheckpointWatcher:
                     return
                 self._handle(event)
                 now = self.clock()
-                if self._watches is not None and self._watches.pending and now - last_ensure >= 0.5:
+                if now - last_ensure >= 0.5 and self._ensure_watches():
                     last_ensure = now
-                    self._watches.ensure()
             except Exception:  # the watcher must keep going; one bad event is logged, not fatal
                 log.exception("checkpoint watcher: error handling %r", event)
 
@@ -194,8 +198,7 @@ class CheckpointWatcher:
                     self._hand_over(self.tracker.feed(Announced(os.path.join(dirpath, n))))
             return
         if isinstance(event, DirAppeared):
-            if self._watches is not None and self._watches.pending:
-                self._watches.ensure()
+            self._ensure_watches()
             if self.tracker.root_of(event.path, directory=True) is not None:
                 # Files written into a new subdirectory before its inotify watch existed
                 # are reported as created, never closed: they complete by settling.
@@ -223,14 +226,23 @@ class CheckpointWatcher:
         self.roots.append(root)
         self.roots.sort(key=len, reverse=True)  # in place: RootWatches holds this list
         self.tracker.add_root(root)
-        if self._watches is not None:
-            self._watches.add(root)
+        with self._watches_lock:
+            if self._watches is not None:
+                self._watches.add(root)
         log.info("watching %s: the training's log announced a checkpoint there", root)
         for path, st in self._existing_in(root):
             if st.mtime_ns < self._started_ns:
                 self._initial[path] = st
             else:
                 self._hand_over(self.tracker.feed(FileFound(path)))
+
+    def _ensure_watches(self) -> bool:
+        """Re-resolve the roots not watched themselves yet; False when there were none."""
+        with self._watches_lock:
+            if self._watches is None or not self._watches.pending:
+                return False
+            self._watches.ensure()
+            return True
 
     def _existing(self) -> Iterable[tuple[str, FileStat]]:
         for root in self.roots:
