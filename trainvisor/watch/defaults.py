@@ -70,7 +70,9 @@ def default_locations(argv: Sequence[str], *, cwd: str, home: str) -> DefaultLoc
     anyway."""
     recursive: list[str] = []
     for d in (*FIXED_DIRS, *output_dirs(argv)):
-        full = os.path.normpath(os.path.join(cwd, os.path.expanduser(d)))
+        if d == "~" or d.startswith("~/"):
+            d = home + d[1:]
+        full = os.path.normpath(os.path.join(cwd, d))
         if full not in recursive and not too_wide(full, cwd, home):
             recursive.append(full)
     return DefaultLocations(tuple(recursive), (os.path.normpath(cwd),))
