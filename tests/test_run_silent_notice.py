@@ -1,10 +1,12 @@
 """A parser's `Notice` (the output lacks values; the remedy) reaches the reader once: one warning
 in the run log and on stderr, one entry in `RunSummary.notices` and the printed summary, however
 many ranks' parsers said it; the metrics file keeps every record. The parser is registered for
-the test with `register_parser`, chosen by name as a user's would be, behind the rank router."""
+the test with `register_parser`, chosen by name as a user's would be, behind the rank router.
+Replay and the announcement sink, the other readers of events, cope with a Notice too."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,10 +14,16 @@ import pytest
 
 from trainvisor import Run, RunConfig, parsers
 from trainvisor.config import LoggingConfig, ParsingConfig, ProcessConfig, RunDirConfig
-from trainvisor.events import Metric, Notice
+from trainvisor.events import CheckpointEvent, Metric, Notice
 from trainvisor.parsers import register_parser
 from trainvisor.parsers.base import LineParser
-from trainvisor.summary import format_summary
+from trainvisor.pipeline import PipelineStats
+from trainvisor.replay import replay
+from trainvisor.run.build import build_parser
+from trainvisor.sinks.jsonl import JsonlSink
+from trainvisor.sinks.stats import StatsSink
+from trainvisor.summary import format_replay_summary, format_summary
+from trainvisor.watch.announce import AnnouncementSink
 
 CODE = "test-bar-last-epoch-only"
 MESSAGE = "the progress bar printed its last epoch only: earlier epochs' values are missing (log them with CSVLogger)"
@@ -81,3 +89,41 @@ def test_a_notice_is_said_once_and_listed_in_the_summary(tmp_path, notice_parser
     records = [json.loads(x) for x in Path(summary.metrics_path).read_text().splitlines()]
     notices = [(r["code"], r["line"]) for r in records if r.get("event") == "notice"]
     assert notices == [(CODE, 11), (CODE, 12)]  # each rank's parser said it once; the file keeps both
+
+
+def test_a_replay_of_the_saved_output_gives_the_same_notices_and_lists_one(tmp_path, notice_parser):
+    (tmp_path / "train.py").write_text(PROGRAM)
+    (tmp_path / "out.log").write_bytes(subprocess.run([sys.executable, "train.py"], cwd=tmp_path, check=True,
+                                                      capture_output=True, timeout=60).stdout)
+    counts = StatsSink()
+    with open(tmp_path / "replayed.jsonl", "w") as fh:
+        stats = replay(tmp_path / "out.log", build_parser(ParsingConfig(parser=notice_parser, ranks="all"), argv=(), year=2026),
+                       sinks=[JsonlSink(fh), counts])
+    assert isinstance(stats, PipelineStats) and stats.lines == 14 and counts.metrics == 10
+    records = [json.loads(x) for x in (tmp_path / "replayed.jsonl").read_text().splitlines()]
+    assert [(r["code"], r["line"], r["stream"]) for r in records if r.get("event") == "notice"] == \
+        [(CODE, 11, "log"), (CODE, 12, "log")]
+    printed = format_replay_summary(stats, counts).splitlines()
+    assert printed.count(f"  NOTICE         {MESSAGE}") == 1
+
+
+class Told:
+    def __init__(self) -> None:
+        self.proven: list[str] = []
+
+    def announce(self, path: str) -> None:
+        self.proven.append(path)
+
+    def watch_announced(self, path: str, *, directory: bool = False) -> None:
+        pass
+
+
+def test_a_notice_is_no_proof_that_an_announced_checkpoint_was_written():
+    told = Told()
+    sink = AnnouncementSink(told)
+    # Lightning prints `saving model to '...ckpt'` before the save: only a later record proves it.
+    sink.write([CheckpointEvent("ck/epoch=0.ckpt", "ckpt", None, 0.0, 5, 0.0)])
+    sink.write([Notice(CODE, MESSAGE, 6, 0.0)])
+    assert told.proven == []
+    sink.write([Metric("loss", 0.5, 8, "train", None, None, None, 0.0, 7)])
+    assert told.proven == ["ck/epoch=0.ckpt"]
