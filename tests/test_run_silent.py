@@ -49,8 +49,11 @@ def store_files(store: Path) -> list[str]:
                     reason="lightning is installed by `make test` (setup.cfg extra 'frameworks')")
 def test_lightnings_default_checkpoints_are_uploaded_without_watch(tmp_path):
     store = tmp_path / "store"
-    proc = subprocess.run(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--run-id", "r1", "--upload-to",
-                                        f"file://{store}", "--", sys.executable,
+    # Lightning creates lightning_logs/version_0/checkpoints and saves epoch 0 in the same instant,
+    # before a watch on the new folder can exist: that file is found by a scan and completes by
+    # settling, and Lightning replaces it one (unhurried) epoch later: settle well within that.
+    proc = subprocess.run(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--run-id", "r1", "--settle", "0.3",
+                                        "--upload-to", f"file://{store}", "--", sys.executable,
                                         str(FIXTURES / "programs" / "lightning_default_ckpt.py"), "2"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env())
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -60,7 +63,8 @@ def test_lightnings_default_checkpoints_are_uploaded_without_watch(tmp_path):
     stored = store / "r1" / "version_0" / "checkpoints" / "epoch=1-step=16.ckpt"
     assert stored.read_bytes() == (ckpts / "epoch=1-step=16.ckpt").read_bytes()
     with sqlite3.connect(tmp_path / "r" / "uploads.sqlite") as db:
-        verified = sorted(k for (k,) in db.execute("SELECT key FROM files WHERE state='verified' AND key LIKE '%.ckpt'"))
+        verified = sorted(k for (k,) in db.execute(
+            "SELECT key FROM files WHERE state='verified' AND key LIKE '%.ckpt'"))
     assert verified == ["r1/version_0/checkpoints/epoch=0-step=8.ckpt", "r1/version_0/checkpoints/epoch=1-step=16.ckpt"]
     log = (tmp_path / "r" / "train.log").read_text()
     assert (f"no --watch directory; watching the default checkpoint locations {tmp_path}/lightning_logs (with "

@@ -73,7 +73,8 @@ def test_a_notice_is_said_once_and_listed_in_the_summary(tmp_path, notice_parser
     (tmp_path / "train.py").write_text(PROGRAM)
     config = RunConfig(command=(sys.executable, "train.py"), process=ProcessConfig(cwd=str(tmp_path)),
                        parsing=ParsingConfig(parser=notice_parser, ranks="all"),
-                       logging=LoggingConfig(quiet=False, summary=True), run=RunDirConfig(id="r1", dir=str(tmp_path / "r")))
+                       logging=LoggingConfig(quiet=False, summary=True),
+                       run=RunDirConfig(id="r1", dir=str(tmp_path / "r")))
     with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
         summary = Run(config, stdout_fd=out.fileno(), stderr_fd=err.fileno()).run()
     said = capfd.readouterr().err  # trainvisor's own stderr (the training's went to the files)
@@ -97,8 +98,8 @@ def test_a_replay_of_the_saved_output_gives_the_same_notices_and_lists_one(tmp_p
                                                       capture_output=True, timeout=60).stdout)
     counts = StatsSink()
     with open(tmp_path / "replayed.jsonl", "w") as fh:
-        stats = replay(tmp_path / "out.log", build_parser(ParsingConfig(parser=notice_parser, ranks="all"), argv=(), year=2026),
-                       sinks=[JsonlSink(fh), counts])
+        parser = build_parser(ParsingConfig(parser=notice_parser, ranks="all"), argv=(), year=2026)
+        stats = replay(tmp_path / "out.log", parser, sinks=[JsonlSink(fh), counts])
     assert isinstance(stats, PipelineStats) and stats.lines == 14 and counts.metrics == 10
     records = [json.loads(x) for x in (tmp_path / "replayed.jsonl").read_text().splitlines()]
     assert [(r["code"], r["line"], r["stream"]) for r in records if r.get("event") == "notice"] == \
