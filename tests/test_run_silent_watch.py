@@ -40,6 +40,13 @@ def test_output_directories_that_would_watch_too_much_or_nothing_are_left_out(ar
     assert default_locations(argv, cwd=CWD, home=HOME) == DefaultLocations(FIXED, (CWD,))
 
 
+def test_a_shell_command_line_is_read_as_the_shell_splits_it():
+    line = ["python run.py --output_dir 'my out' && echo done"]
+    assert default_locations(line, cwd=CWD, home=HOME, shell=True).recursive == FIXED + (f"{CWD}/my out",)
+    assert default_locations(["python t.py --output_dir 'x"], cwd=CWD, home=HOME, shell=True).recursive == FIXED
+    assert default_locations(line, cwd=CWD, home=HOME).recursive == FIXED  # one word, not options
+
+
 def test_output_dirs_keeps_the_order_of_the_command_line():
     assert output_dirs(["t.py", "--output_dir=b", "--save", "x", "ckpt_dir=a"]) == ["b", "a"]
 

@@ -173,7 +173,7 @@ class _Parts:
         if not dirs and cfg.watch.defaults:
             from ..watch.defaults import default_locations
 
-            found = default_locations(cfg.command, cwd=cwd, home=os.path.expanduser("~"))
+            found = default_locations(cfg.command, cwd=cwd, home=os.path.expanduser("~"), shell=cfg.process.shell)
             dirs, shallow = list(found.recursive), found.shallow
             log.info("upload.to %s: no --watch directory; watching the default checkpoint locations %s, and the "
                      "directories the training's log announces checkpoints in", cfg.upload.to, found.describe())

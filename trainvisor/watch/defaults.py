@@ -23,6 +23,7 @@ directory costs the same whatever lies below it.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -63,11 +64,16 @@ def output_dirs(argv: Sequence[str]) -> list[str]:
     return [d for d in found if d and "://" not in d and not d.startswith("-")]
 
 
-def default_locations(argv: Sequence[str], *, cwd: str, home: str) -> DefaultLocations:
-    """The default checkpoint locations of a training started with `argv` in `cwd`. A named
-    directory that holds the working directory (``--output_dir .``, an ancestor, the home
-    directory) is not watched with its subdirectories: the working directory is watched shallow
-    anyway."""
+def default_locations(argv: Sequence[str], *, cwd: str, home: str, shell: bool = False) -> DefaultLocations:
+    """The default checkpoint locations of a training started with `argv` in `cwd` (`shell`: argv
+    is a shell command line, its words read as the shell would split them). A named directory that
+    holds the working directory (``--output_dir .``, an ancestor, the home directory) is not
+    watched with its subdirectories: the working directory is watched shallow anyway."""
+    if shell:
+        try:
+            argv = shlex.split(" ".join(argv))
+        except ValueError:  # unbalanced quotes: the shell will say so; no names from it
+            argv = ()
     recursive: list[str] = []
     for d in (*FIXED_DIRS, *output_dirs(argv)):
         if d == "~" or d.startswith("~/"):
