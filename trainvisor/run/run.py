@@ -20,11 +20,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..config import RunConfig
 from ..config.convert import to_dict
 from ..errors import ConfigError
+from ..sinks.stats import StatsSink
 from .logsetup import RunLogging
 from .rundir import RunDirectory
 from .saved import save_config
@@ -123,7 +124,7 @@ class _Parts:
         self.run = run
         self.parser: object = None
         self.sinks: list = []
-        self.stats_sink: Any = None
+        self.stats_sink = StatsSink(keep_last=False)  # build's replaces it: every run counts
         self.manager: object = None
         self.watcher: object = None
         self.uploads: Optional[UploadTotals] = None
@@ -132,7 +133,6 @@ class _Parts:
     @classmethod
     def build(cls, run: Run, logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
         from ..sinks.jsonl import JsonlSink
-        from ..sinks.stats import StatsSink
         from .build import build_parser
 
         cfg = run.config
