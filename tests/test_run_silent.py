@@ -154,3 +154,29 @@ def test_the_checkpoints_jsonl_record_has_one_line_per_complete_set_of_the_quick
     assert sorted(r["iteration"] for r in records) == [250, 500, 750, 1000]
     assert all(sorted(Path(f["relpath"]).suffix for f in r["files"]) == [".caffemodel", ".solverstate"]
                for r in records)
+
+
+TORCH_SAVE = """
+import torch
+model = torch.nn.Linear(4, 1)
+for epoch in (1, 2):
+    print(f'epoch {epoch} loss={0.5 / epoch:.4f}', flush=True)
+    torch.save(model.state_dict(), 'model.pt')  # as the PyTorch examples do: into the working directory
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is installed by `make test`")
+@pytest.mark.parametrize("defaults", [True, False])
+def test_a_plain_torch_save_into_the_working_directory_is_uploaded_unless_defaults_are_off(tmp_path, defaults):
+    store = tmp_path / "store"
+    flags = () if defaults else ("--no-default-watch",)
+    proc = trainvisor(tmp_path, "--upload-to", f"file://{store}", *flags, program=TORCH_SAVE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (tmp_path / "r" / "train.log").read_text()
+    if defaults:
+        assert (store / "r1" / "model.pt").read_bytes() == (tmp_path / "model.pt").read_bytes()
+        assert proc.stderr == "" and "no checkpoint was found" not in log
+    else:
+        assert store_files(store) == []
+        warning = no_checkpoint_warning(f"file://{store}", [])
+        assert proc.stderr == f"trainvisor: {warning}\n" and f"WARNING trainvisor: {warning}\n" in log
