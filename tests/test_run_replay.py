@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainvisor.events import Metric
+from trainvisor.run.endwarnings import no_metrics_warning
 
 from .conftest import FAKE_CAFFE, FIXTURES, REAL_LOGS
 
@@ -45,7 +46,9 @@ def test_run_and_replay_give_identical_records_and_bytes_pass_through(log, tmp_p
         capture_output=True, cwd=tmp_path, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stderr == log.read_bytes()  # glog writes to stderr: every byte, unchanged
+    training = log.read_bytes()
+    assert proc.stderr[:len(training)] == training  # glog writes to stderr: every byte, unchanged
+    said = proc.stderr[len(training):]  # then trainvisor's own warning, if it has one
     assert proc.stdout == b""
     rep = subprocess.run(TRAINVISOR + ["replay", str(log), "--year", "2026", "--metrics", str(replayed)],
                          capture_output=True, timeout=120)
@@ -56,6 +59,8 @@ def test_run_and_replay_give_identical_records_and_bytes_pass_through(log, tmp_p
     assert live_streams <= {"stderr"} and replay_streams <= {"log"}
     if log.parent == FIXTURES / "logs" or "adaadam" not in log.name:
         assert live_records, "a training log must yield metrics"
+    lines = training.count(b"\n") + (not training.endswith(b"\n"))
+    assert said == (b"" if live_records else f"trainvisor: {no_metrics_warning(lines, 'auto')}\n".encode())
 
 
 def test_fixture_run_writes_the_announced_snapshots(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from trainvisor import Supervisor
 from trainvisor.errors import CommandNotExecutable, CommandNotFound
+from trainvisor.run.endwarnings import no_metrics_warning
 
 from .caffe_helpers import Collect
 from .conftest import FAKE_CAFFE, FIXTURES
@@ -56,7 +57,9 @@ def test_non_executable_command_exits_126(tmp_path):
 
 def test_shell_option_runs_through_sh(tmp_path):
     proc = run_cli(["--shell", "--", "echo a && echo b >&2; exit 4"], tmp_path)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (4, b"a\n", b"b\n")
+    # two lines and no metric in them: trainvisor says so after the training's own stderr
+    said = f"trainvisor: {no_metrics_warning(2, 'auto')}\n".encode()
+    assert (proc.returncode, proc.stdout, proc.stderr) == (4, b"a\n", b"b\n" + said)
 
 
 def test_sigterm_ends_a_child_that_ignores_it_and_its_whole_tree(tmp_path):

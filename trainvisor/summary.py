@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional
 
-from .events import PHASE_TRAIN, Metric
+from .events import PHASE_TRAIN, Metric, Notice
 from .pipeline import PipelineStats
 
 __all__ = ["format_summary", "format_replay_summary"]
@@ -30,6 +30,8 @@ def format_summary(summary) -> str:
                      f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
     for f in s.faults:
         lines.append(f"  FAILED         {f.component}: {f.count} time(s) (see the run log)")
+    lines += _notice_lines(s.notices)
+    lines += [f"  WARNING        {w}" for w in s.warnings]
     if s.metrics_path:
         lines.append(f"  metrics file   {s.metrics_path}")
     lines.append(f"  run directory  {s.run_dir}")
@@ -43,6 +45,7 @@ def format_replay_summary(stats: PipelineStats, counts, *, metrics_path: Optiona
     lines.append(f"  metrics        {counts.metrics}")
     lines.append(f"  checkpoints    {counts.checkpoints} announced")
     lines += _metric_lines(counts.last.values())
+    lines += _notice_lines(getattr(counts, "notices", {}).values())
     if metrics_path:
         lines.append(f"  metrics file   {metrics_path}")
     return "\n".join(lines)
@@ -60,3 +63,7 @@ def _metric_lines(last_metrics: Iterable[Metric]) -> list[str]:
         if phase != PHASE_TRAIN:
             lines.append(f"  {phase} {name:<10} {_fmt(m.value)} (last, iteration {m.iteration})")
     return lines
+
+
+def _notice_lines(notices: Iterable[Notice]) -> list[str]:
+    return [f"  NOTICE         {n.message}" for n in notices]

@@ -99,6 +99,9 @@ class WatchConfig(Section):
     solver_watch: bool = setting(True, help="With `caffe train -solver FILE`, watch its snapshot_prefix directory.")
     announced: bool = setting(True, help="Watch the directories the training's log announces checkpoints in "
                                          "(Keras, Trainer, Lightning, detectron2, mmdet, Caffe, ...).")
+    defaults: bool = setting(True, help="With upload.to and no watched directory, watch the frameworks' default "
+                                        "checkpoint locations (lightning_logs, checkpoints, --output_dir, the working "
+                                        "directory's own files); needs `announced`.")
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,9 @@ def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:
 
 
 def build_watcher(cfg: WatchConfig, dirs: Sequence[str], *, cwd: str, consumer: "CheckpointConsumer",
-                  iters_per_epoch: Optional[int] = None) -> "CheckpointWatcher":
-    """The watcher of `dirs` (from `watch_dirs`); ConfigError for a bad pattern or a file in the way."""
+                  iters_per_epoch: Optional[int] = None, shallow: Sequence[str] = ()) -> "CheckpointWatcher":
+    """The watcher of `dirs` (from `watch_dirs`) and of `shallow` (their own files only);
+    ConfigError for a bad pattern or a file in the way."""
     from ..watch.policy import parse_policy
     from ..watch.recognizers import default_recognizers
 
@@ -63,7 +64,8 @@ def build_watcher(cfg: WatchConfig, dirs: Sequence[str], *, cwd: str, consumer: 
     from ..watch.watcher import CheckpointWatcher
 
     return CheckpointWatcher(dirs, consumer=consumer, recognizers=recognizers, poll=cfg.poll,
-                             settle=cfg.settle, policy=policy, cwd=cwd, follow_announcements=cfg.announced)
+                             settle=cfg.settle, policy=policy, cwd=cwd, follow_announcements=cfg.announced,
+                             shallow=shallow)
 
 
 def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]":

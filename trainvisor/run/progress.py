@@ -57,10 +57,16 @@ def drain_showing_progress(manager, timeout: Optional[float], out: Optional[Text
 
 def log_outcome(report, *, within: str) -> None:
     """One line per upload a DrainReport leaves pending (`within`: what it was given, e.g.
-    "drain timeout 2s") or failed, or one line that everything is verified."""
+    "drain timeout 2s") or failed, then the closing count of checkpoint sets: "3 of 3 checkpoint
+    sets verified", never a word like "all" that would also fit none."""
     for key in report.pending:
         log.warning("upload not finished within %s: %s", within, key)
     for key in report.failed:
         log.error("upload failed for good: %s (see the run log)", key)
-    if not report.pending and not report.failed:
-        log.info("all checkpoint uploads verified")
+    sets = report.sets
+    verified, total = len(sets.verified), len(sets.verified) + len(sets.pending) + len(sets.failed)
+    if report.pending or report.failed:
+        log.warning("%d of %d checkpoint sets verified (%d pending, %d failed)", verified, total,
+                    len(sets.pending), len(sets.failed))
+    else:
+        log.info("%d of %d checkpoint sets verified", verified, total)

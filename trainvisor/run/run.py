@@ -25,6 +25,7 @@ from typing import Callable, Optional, Sequence
 from ..config import RunConfig
 from ..config.convert import to_dict
 from ..errors import ConfigError
+from ..sinks.stats import StatsSink
 from .logsetup import RunLogging
 from .rundir import RunDirectory
 from .saved import save_config
@@ -123,7 +124,7 @@ class _Parts:
         self.run = run
         self.parser: object = None
         self.sinks: list = []
-        self.stats_sink: object = None
+        self.stats_sink = StatsSink(keep_last=False)  # build's replaces it: every run counts
         self.manager: object = None
         self.watcher: object = None
         self.uploads: Optional[UploadTotals] = None
@@ -139,11 +140,11 @@ class _Parts:
         parts.parser = run._parser or build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
         parts.sinks = [JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt}), *run._user_sinks]
-        if cfg.logging.summary or (cfg.logging.summary is None and sys.stderr.isatty()):
-            from ..sinks.stats import StatsSink
-
-            parts.stats_sink = StatsSink()
-            parts.sinks.append(parts.stats_sink)
+        # Always counted (a run that parsed nothing says so); the last values only for a summary.
+        parts.stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
+                                                                           and sys.stderr.isatty())),
+                                     on_notice=_log_notice)
+        parts.sinks.append(parts.stats_sink)
         parts.env = {**cfg.process.env, **logging_.env}
         parts._build_checkpoints(stack)
         return parts
@@ -168,16 +169,24 @@ class _Parts:
             log.warning("upload.to %s: no --watch directory and announced directories are not watched "
                         "(--no-announced-watch): nothing will be uploaded", cfg.upload.to)
             return
-        if not dirs:
+        shallow: tuple[str, ...] = ()
+        if not dirs and cfg.watch.defaults:
+            from ..watch.defaults import default_locations
+
+            found = default_locations(cfg.command, cwd=cwd, home=os.path.expanduser("~"), shell=cfg.process.shell)
+            dirs, shallow = list(found.recursive), found.shallow
+            log.info("upload.to %s: no --watch directory; watching the default checkpoint locations %s, and the "
+                     "directories the training's log announces checkpoints in", cfg.upload.to, found.describe())
+        elif not dirs:
             log.info("upload.to %s: no --watch directory; the directories the training's log announces "
                      "checkpoints in are watched", cfg.upload.to)
         from ..watch.record import CheckpointRecord, FanOut
 
         consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
         self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
-                                     iters_per_epoch=cfg.parsing.iters_per_epoch)
+                                     iters_per_epoch=cfg.parsing.iters_per_epoch, shallow=shallow)
         self.sinks.append(self.watcher.announcement_sink())
-        if self.watcher.roots:
+        if self.watcher.roots and not shallow:
             log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
 
     def supervise(self):
@@ -224,8 +233,19 @@ class _Parts:
         return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
 
     def summarise(self, result) -> RunSummary:
-        stats_sink = self.stats_sink
+        from .endwarnings import end_warnings
+
+        stats_sink, watcher, cfg = self.stats_sink, self.watcher, self.run.config
         stats = result.stats
+        found = watcher.stats.handed_over if watcher is not None else 0
+        destination = None if self.manager is None else (
+            cfg.upload.to or getattr(self.run._uploader, "url", "") or type(self.run._uploader).__name__)
+        warnings = end_warnings(destination=destination, checkpoints_found=found,
+                                watched=sorted(watcher.roots) if watcher is not None else (),
+                                lines=stats.lines, metrics=stats_sink.metrics,
+                                parser=getattr(self.parser, "name", type(self.parser).__name__))
+        for w in warnings:
+            log.warning("%s", w)
         return RunSummary(
             run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
             command=self.run.config.command,
@@ -234,9 +254,12 @@ class _Parts:
             unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,
             signalled_by=result.signalled_by,
             faults=tuple(FaultCount(c, n) for c, n in sorted(result.faults.items())),
-            metrics=getattr(stats_sink, "metrics", 0),
-            checkpoints_announced=getattr(stats_sink, "checkpoints", 0),
-            checkpoints_complete=self.watcher.stats.handed_over if self.watcher is not None else 0,
-            uploads=self.uploads,
-            last_metrics=tuple(getattr(stats_sink, "last", {}).values()),
+            metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
+            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
+            notices=tuple(stats_sink.notices.values()), warnings=warnings,
         )
+
+
+def _log_notice(notice) -> None:
+    """A parser's Notice, once per code (the stats sink's call): the run log, and stderr unless quiet."""
+    log.warning("%s (%s line %d)", notice.message, notice.stream, notice.line)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ..events import Metric
+from ..events import Metric, Notice
 
 __all__ = ["RunSummary", "FaultCount", "UploadTotals"]
 
@@ -48,7 +48,10 @@ class UploadTotals:
 @dataclass(frozen=True)
 class RunSummary:
     """One finished run. `exit_code` is what `trainvisor run` exits with: the child's code, or
-    128+N when it died of signal N. `attempt` counts the starts on the run directory."""
+    128+N when it died of signal N. `attempt` counts the starts on the run directory.
+    `notices`: the first record of each Notice code the parsers gave (values the output lacks);
+    `warnings`: what the run ended on that its reader must know (nothing uploaded, no metric
+    parsed), each naming its remedy."""
 
     run_id: str
     attempt: int
@@ -69,6 +72,8 @@ class RunSummary:
     checkpoints_complete: int = 0
     uploads: Optional[UploadTotals] = None
     last_metrics: tuple[Metric, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

@@ -1,31 +1,54 @@
-"""A sink that keeps what the end-of-run summary shows (last values, counts)."""
+"""A sink that keeps what the end-of-run summary shows (last values, counts, notices)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
-from ..events import CheckpointEvent, Event, Metric
+from ..events import CheckpointEvent, Event, Metric, Notice
 
 __all__ = ["StatsSink"]
 
 
 class StatsSink:
-    """Per-event work, so only attached when a summary is wanted."""
+    """Counts metrics and checkpoint announcements, and keeps each `Notice` code's first record
+    (`notices`, in order; `on_notice` is called with it then, once per code, whichever rank's
+    parser said it). Attached to every run, so a run that parsed nothing can say so:
+    `keep_last=False` skips the per-metric work (the last value of each name) when no summary
+    shows it, leaving one type check per event."""
 
     name = "stats"
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_last: bool = True, on_notice: Optional[Callable[[Notice], None]] = None) -> None:
         self.metrics = 0
         self.checkpoints = 0
         self.last: dict[tuple[str, str], Metric] = {}
+        self.notices: dict[str, Notice] = {}
+        self._keep_last = keep_last
+        self._on_notice = on_notice
 
     def write(self, events: Sequence[Event]) -> None:
-        last = self.last
-        for ev in events:
-            if type(ev) is Metric:
-                last[(ev.phase, ev.name)] = ev
-                self.metrics += 1
-            elif isinstance(ev, CheckpointEvent):
-                self.checkpoints += 1
+        others = 0
+        if self._keep_last:
+            last = self.last
+            for ev in events:
+                if type(ev) is Metric:
+                    last[(ev.phase, ev.name)] = ev
+                else:
+                    others += 1
+                    self._other(ev)
+        else:
+            for ev in events:
+                if type(ev) is not Metric:
+                    others += 1
+                    self._other(ev)
+        self.metrics += len(events) - others
+
+    def _other(self, ev: Event) -> None:
+        if isinstance(ev, CheckpointEvent):
+            self.checkpoints += 1
+        elif isinstance(ev, Notice) and ev.code not in self.notices:
+            self.notices[ev.code] = ev
+            if self._on_notice is not None:
+                self._on_notice(ev)
 
     def flush(self) -> None:
         pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from ..events import CheckpointEvent, Event
+from ..events import CheckpointEvent, Event, Notice
 
 __all__ = ["AnnouncementSink", "Announcer", "BEFORE_KINDS", "DIRECTORY_KINDS"]
 
@@ -51,8 +51,9 @@ class AnnouncementSink:
 
     def write(self, events: Sequence[Event]) -> None:
         for ev in events:
-            if self._announced:
-                # any later event proves every earlier announced file was written
+            if self._announced and type(ev) is not Notice:
+                # any later event proves every earlier announced file was written (a Notice is
+                # about the output, possibly said at its end: no proof that the training moved on)
                 for p in self._announced:
                     self._w.announce(p)
                 self._announced = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-__all__ = ["directory_to_watch"]
+__all__ = ["directory_to_watch", "too_wide"]
 
 
 def _holds(directory: str, path: str) -> bool:
@@ -20,7 +20,9 @@ def _holds(directory: str, path: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def _too_wide(directory: str, cwd: str, home: str) -> bool:
+def too_wide(directory: str, cwd: str, home: str) -> bool:
+    """Watching `directory` with its subdirectories would watch the working directory (or `/`,
+    or the home directory): the datasets and everything else the run can reach."""
     return directory in (os.sep, home) or _holds(directory, cwd)
 
 
@@ -32,8 +34,8 @@ def directory_to_watch(path: str, *, directory: bool, cwd: str, home: str) -> Op
         return None
     full = os.path.normpath(os.path.join(cwd, path))
     parent = os.path.dirname(full)
-    if not _too_wide(parent, cwd, home):
+    if not too_wide(parent, cwd, home):
         return parent
-    if directory and not _too_wide(full, cwd, home):
+    if directory and not too_wide(full, cwd, home):
         return full
     return None

@@ -99,22 +99,23 @@ def _nearest_existing(path: str) -> str:
 
 
 class RootWatches:
-    """Keeps each root watched: recursively once it exists, else through its nearest
-    existing ancestor. `on_root_ready(root)` is called when a root that did not
-    exist at start becomes watched (the caller scans it for files it may have missed)."""
+    """Keeps each root watched: recursively once it exists (a `shallow` root: itself only),
+    else through its nearest existing ancestor. `on_root_ready(root)` is called when a root that
+    did not exist at start becomes watched (the caller scans it for files it may have missed)."""
 
     def __init__(self, roots: list[str], observer: BaseObserver, handler: EnqueueHandler,
-                 on_root_ready: Callable[[str], None]) -> None:
+                 on_root_ready: Callable[[str], None], *, shallow: frozenset = frozenset()) -> None:
         self._roots = roots
+        self._shallow = shallow
         self._observer = observer
         self._handler = handler
         self._on_ready = on_root_ready
-        self._watched: dict[str, tuple[str, bool]] = {}
+        self._watched: dict[str, tuple[str, bool]] = {}  # root -> (path, recursive) of its watch
         self._watches: dict[tuple[str, bool], tuple[ObservedWatch, int]] = {}
 
     @property
     def pending(self) -> bool:
-        return any(self._watched.get(r, ("", False))[1] is False for r in self._roots)
+        return any(self._watched.get(r, ("",))[0] != r for r in self._roots)
 
     def _schedule(self, path: str, recursive: bool) -> None:
         key = (path, recursive)
@@ -149,20 +150,21 @@ class RootWatches:
 
     def _resolve(self, root: str, *, initial: bool) -> None:
         current = self._watched.get(root)
-        if current is not None and current[1]:
+        if current is not None and current[0] == root:
             return
         target = _nearest_existing(root)
         is_root = target == root
-        if current is not None and current == (target, is_root):
+        watch = (target, is_root and root not in self._shallow)
+        if current == watch:
             return
         try:
-            self._schedule(target, is_root)
+            self._schedule(*watch)
         except OSError as exc:
             log.warning("cannot watch %s: %s", target, exc)
             return
         if current is not None:
             self._unschedule(*current)
-        self._watched[root] = (target, is_root)
+        self._watched[root] = watch
         if is_root and not initial:
             log.info("watching %s (created after start)", root)
             self._on_ready(root)

@@ -86,12 +86,15 @@ class CheckpointTracker:
 
     `poll`: the observer cannot report close-after-write, so changed files complete by settling.
     `partial_after`: a set whose present files are all complete but which still lacks a required
-    file is handed over as it is after this many seconds, and at `finish()`."""
+    file is handed over as it is after this many seconds, and at `finish()`.
+    `shallow`: roots (among `roots`) whose own files only are tracked, not their subdirectories'."""
 
     def __init__(self, roots: Sequence[str], recognizers: Sequence[Recognizer], *, poll: bool = False,
                  settle: float = 2.0, policy: UploadPolicy = UploadPolicy(), partial_after: float = 120.0,
-                 clock: Callable[[], float] = time.monotonic, stat: StatFn = stat_file) -> None:
+                 clock: Callable[[], float] = time.monotonic, stat: StatFn = stat_file,
+                 shallow: Iterable[str] = ()) -> None:
         self.roots = sorted(roots, key=len, reverse=True)
+        self.shallow = frozenset(shallow)
         self.recognizers = list(recognizers)
         self.poll, self.settle, self.policy, self.partial_after = poll, settle, policy, partial_after
         self.clock, self.stat = clock, stat
@@ -224,9 +227,13 @@ class CheckpointTracker:
         if f.settle:
             self._unsettled.add(path)
 
-    def root_of(self, path: str) -> Optional[str]:
+    def root_of(self, path: str, *, directory: bool = False) -> Optional[str]:
+        """The root whose files include `path` (a file; with `directory`, a directory whose files
+        the root covers), or None."""
         for root in self.roots:  # longest first
             if path == root or path.startswith(root + os.sep):
+                if root in self.shallow and (path != root if directory else os.path.dirname(path) != root):
+                    continue  # below a shallow root: not its own file
                 return root
         return None
 

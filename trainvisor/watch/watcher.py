@@ -54,12 +54,15 @@ class CheckpointWatcher:
                  partial_after: float = 120.0, include_existing: bool = False,
                  clock: Callable[[], float] = time.monotonic, poll_interval: Optional[float] = None,
                  cwd: Optional[str] = None, observer_factory: Optional[Callable[[], BaseObserver]] = None,
-                 stat: StatFn = stat_file, follow_announcements: bool = True) -> None:
+                 stat: StatFn = stat_file, follow_announcements: bool = True, shallow: Iterable[str] = ()) -> None:
         """`follow_announcements`: a checkpoint the log announces outside every root makes its
-        directory a root (see `watch_announced`); off, only `dirs` are watched."""
+        directory a root (see `watch_announced`); off, only `dirs` are watched. `shallow`: more
+        directories, watched for their own files only (not their subdirectories)."""
         self.cwd = cwd or os.getcwd()
         self.follow_announcements = follow_announcements
-        self.roots = sorted({os.path.abspath(os.path.join(self.cwd, d)) for d in dirs}, key=len, reverse=True)
+        self._shallow = frozenset(os.path.abspath(os.path.join(self.cwd, d)) for d in shallow)
+        self.roots = sorted({os.path.abspath(os.path.join(self.cwd, d)) for d in dirs} | self._shallow,
+                            key=len, reverse=True)
         self.consumer = consumer
         self.recognizers = list(recognizers) if recognizers is not None else default_recognizers()
         self.poll, self.settle, self.policy = poll, settle, policy
@@ -69,7 +72,7 @@ class CheckpointWatcher:
         self._observer_factory = observer_factory or (
             lambda: make_observer(poll=self.poll, poll_interval=self.poll_interval))
         self.tracker = CheckpointTracker(self.roots, self.recognizers, poll=poll, settle=settle, policy=policy,
-                                         partial_after=partial_after, clock=clock, stat=stat)
+                                         partial_after=partial_after, clock=clock, stat=stat, shallow=self._shallow)
         self.stats: WatcherStats = self.tracker.stats
         self._q: "queue.SimpleQueue[WatchEvent]" = queue.SimpleQueue()
         self._observer: Optional[BaseObserver] = None
@@ -77,6 +80,9 @@ class CheckpointWatcher:
         self._thread: Optional[threading.Thread] = None
         self._initial: dict[str, FileStat] = {}
         self._watches: Optional[RootWatches] = None
+        # Held while watches change and while stop() retires them: a watch added on this thread
+        # while the observer stops would start an emitter nobody stops (a leaked thread).
+        self._watches_lock = threading.Lock()
         self._started_ns = 0                    # wall clock at start: older files belong to earlier runs
         self._home = os.path.expanduser("~")
         self._unwatchable: set[str] = set()     # announced paths said once to be left unwatched
@@ -87,7 +93,7 @@ class CheckpointWatcher:
             return self
         self._started_ns = time.time_ns()
         self._observer = self._observer_factory()
-        self._watches = RootWatches(self.roots, self._observer, self._handler, self._scan)
+        self._watches = RootWatches(self.roots, self._observer, self._handler, self._scan, shallow=self._shallow)
         self._watches.ensure(initial=True)
         self._observer.start()
         if self.include_existing:
@@ -111,6 +117,8 @@ class CheckpointWatcher:
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline and time.monotonic() - self._handler.last_event < 0.1:
                 time.sleep(0.02)
+        with self._watches_lock:
+            self._watches = None  # from now on no watch is added; roots added late are swept by _finish
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout)
@@ -141,6 +149,8 @@ class CheckpointWatcher:
         target = directory_to_watch(path, directory=directory, cwd=self.cwd, home=self._home)
         if target is not None:
             self._q.put(WatchRequested(target))
+        elif not directory and os.path.dirname(os.path.normpath(os.path.join(self.cwd, path))) in self._shallow:
+            return  # a file in a directory watched for its own files: covered
         elif path not in self._unwatchable and len(self._unwatchable) < 100:
             self._unwatchable.add(path)
             log.info("checkpoint %s announced where the run does not watch (give --watch for it)", path)
@@ -161,9 +171,8 @@ class CheckpointWatcher:
                     return
                 self._handle(event)
                 now = self.clock()
-                if self._watches is not None and self._watches.pending and now - last_ensure >= 0.5:
+                if now - last_ensure >= 0.5 and self._ensure_watches():
                     last_ensure = now
-                    self._watches.ensure()
             except Exception:  # the watcher must keep going; one bad event is logged, not fatal
                 log.exception("checkpoint watcher: error handling %r", event)
 
@@ -189,9 +198,8 @@ class CheckpointWatcher:
                     self._hand_over(self.tracker.feed(Announced(os.path.join(dirpath, n))))
             return
         if isinstance(event, DirAppeared):
-            if self._watches is not None and self._watches.pending:
-                self._watches.ensure()
-            if self.tracker.root_of(event.path) is not None:
+            self._ensure_watches()
+            if self.tracker.root_of(event.path, directory=True) is not None:
                 # Files written into a new subdirectory before its inotify watch existed
                 # are reported as created, never closed: they complete by settling.
                 self._scan(event.path)
@@ -213,13 +221,14 @@ class CheckpointWatcher:
     def _add_root(self, root: str) -> None:
         """Watch `root` from now on. Its files older than the run belong to earlier runs; newer
         ones were written during the run before the watch existed: they complete by settling."""
-        if self.tracker.root_of(root) is not None:
+        if self.tracker.root_of(root, directory=True) is not None:
             return
         self.roots.append(root)
         self.roots.sort(key=len, reverse=True)  # in place: RootWatches holds this list
         self.tracker.add_root(root)
-        if self._watches is not None:
-            self._watches.add(root)
+        with self._watches_lock:
+            if self._watches is not None:
+                self._watches.add(root)
         log.info("watching %s: the training's log announced a checkpoint there", root)
         for path, st in self._existing_in(root):
             if st.mtime_ns < self._started_ns:
@@ -227,18 +236,37 @@ class CheckpointWatcher:
             else:
                 self._hand_over(self.tracker.feed(FileFound(path)))
 
+    def _ensure_watches(self) -> bool:
+        """Re-resolve the roots not watched themselves yet; False when there were none."""
+        with self._watches_lock:
+            if self._watches is None or not self._watches.pending:
+                return False
+            self._watches.ensure()
+            return True
+
     def _existing(self) -> Iterable[tuple[str, FileStat]]:
         for root in self.roots:
             yield from self._existing_in(root)
 
     def _existing_in(self, root: str) -> Iterable[tuple[str, FileStat]]:
+        for path in self._files_in(root):
+            if self.tracker.recognizes(path):
+                st = self._stat(path)
+                if st is not None:
+                    yield path, st
+
+    def _files_in(self, root: str) -> Iterable[str]:
+        """The files under `root`; a shallow root's own files only (never a walk of what is below)."""
+        if root in self._shallow:
+            try:
+                with os.scandir(root) as entries:
+                    yield from [e.path for e in entries if e.is_file(follow_symlinks=False)]
+            except OSError:
+                pass
+            return
         for dirpath, _dirs, names in os.walk(root):
             for n in names:
-                path = os.path.join(dirpath, n)
-                if self.tracker.recognizes(path):
-                    st = self._stat(path)
-                    if st is not None:
-                        yield path, st
+                yield os.path.join(dirpath, n)
 
     def _finish(self) -> None:
         self.tracker.reconcile(self._existing(), self._initial)
@@ -251,6 +279,5 @@ class CheckpointWatcher:
 
     def _scan(self, root: str) -> None:
         """Files already in a directory that became watched late: complete by quiescence."""
-        for dirpath, _dirs, names in os.walk(root):
-            for n in names:
-                self._hand_over(self.tracker.feed(FileFound(os.path.join(dirpath, n))))
+        for path in self._files_in(root):
+            self._hand_over(self.tracker.feed(FileFound(path)))
