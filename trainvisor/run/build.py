@@ -37,10 +37,12 @@ def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Pars
 
 def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:
     """The configured directories plus the Caffe solver's snapshot directory."""
-    from ..watch.caffe_solver import snapshot_target
-
     dirs = list(cfg.dirs)
-    if cfg.solver_watch:
+    # Only a command that names a solver can be `caffe train -solver FILE` (the reader is not
+    # loaded for every other run).
+    if cfg.solver_watch and any("solver" in a for a in argv):
+        from ..watch.caffe_solver import snapshot_target
+
         target = snapshot_target(argv, cwd=cwd)
         if target is not None:
             log.info("caffe solver snapshots go to %s/%s_iter_N.*: watching it", target.directory, target.prefix)
