@@ -5,7 +5,9 @@ Each form is written here as the launcher's source writes it:
 
 - ``torchrun``: torch.distributed.elastic's TailLog (``--tee``) writes ``[{role}{local_rank}]:``
   before each line, nothing between it and the line (role ``default`` unless ``--role`` says
-  otherwise: ``[default0]:``; Accelerate forwards ``--tee``/``--role`` to it). A
+  otherwise: ``[default0]:``; Accelerate forwards ``--tee``/``--role`` to it). It reads each
+  rank's file in text mode, universal newlines translated: a ``\\r`` ends a line as ``\\n`` does
+  and is written as one, so each state of a progress bar is a labelled line of its own. A
   ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`` such as ``[rank${rank}]:`` gives the global rank;
   c10's own log lines (``[rank1]:[W ...``) and PyTorch's rank-prefixed tracebacks
   (``[rank1]: Traceback``) have the same shape. One space after the colon is part of the prefix.
@@ -35,7 +37,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-__all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", "match_prefix"]
+__all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", "match_prefix",
+           "label_at_start", "segment_label"]
 
 MIN_LINES = 8
 GIVE_UP = 32  # torch.distributed.launch alone prints 14 lines of warnings before its ranks do
@@ -67,6 +70,33 @@ def match_prefix(text: str) -> Optional[tuple[PrefixForm, re.Match]]:
         if m is not None:
             return form, m
     return None
+
+
+# Any form, in one pattern: the splitter's test of each rewritten line's start (a pattern may not
+# name a group twice, so the forms' `rank` groups become plain ones here).
+_ANY_FORM = re.compile("|".join(form.pattern.pattern.replace("(?P<rank>", "(?:") for form in FORMS))
+
+
+# `label_at_start(text)`: a match when `text` starts with a prefix form, else None (what
+# `match_prefix` says, in one pattern, with no Python call around it: the splitter asks it per line)
+label_at_start = _ANY_FORM.match
+
+
+def segment_label(segment: str) -> Optional[tuple[tuple[str, str], str]]:
+    """``(key, label)`` for a segment that starts with a prefix form, else None.
+
+    `key` names the rank (form and rank number: Open MPI's timestamp changes, its rank does not);
+    `label` is the prefix without the one space a form may take after it. That space may be the
+    child's own (tqdm's bar starts with one: ``[rank0]: 29%|``), and a row drawn with it stays at
+    the columns the child wrote; a space that is the launcher's (``0: ``) shifts every state of
+    its row alike, which a terminal would show the same way.
+    """
+    hit = match_prefix(segment)
+    if hit is None:
+        return None
+    form, m = hit
+    label = m.group(0)
+    return (form.name, m.group("rank")), label[:-1] if label.endswith(" ") else label
 
 
 @dataclass

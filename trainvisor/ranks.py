@@ -16,7 +16,10 @@ would give eight copies of every metric, and their steps would interleave in one
   ``block.first_line + offset``), fed to that rank's own parser (made by `parser_factory` when
   the rank first shows up), whose metrics say ``rank``. Lines of ranks not selected are dropped
   before any parser reads them; lines without a prefix (the launcher's own) go to the parser of
-  the unprefixed lines and are always reported.
+  the unprefixed lines and are always reported;
+- a rewritten line may hold several ranks' states (a launcher that labels every ``\\r``
+  segment): the splitter draws each label's states apart and gives each behind its label
+  (`lines.Rows`), so each rank's parser reads its own states, as one line of that number.
 
 The bytes passed through to the terminal and to the output log are never touched: only what
 the parsers read is stripped.
@@ -91,6 +94,21 @@ def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
                                   open_line))
 
 
+def _ranks_states(text: str, match: Callable) -> dict[Optional[int], str]:
+    """A rewritten line's states by rank (None: without a prefix), each rank's stripped and in
+    order, ranks in the order they first show. The splitter draws each label's states on a row of
+    their own and gives every state behind its label (lines.Rows), a line still open included,
+    so a state says its rank wherever a block boundary falls."""
+    by_rank: dict[Optional[int], list[str]] = {}
+    for state in text.split("\r"):
+        m = match(state)
+        if m is None:
+            by_rank.setdefault(None, []).append(state)
+        else:
+            by_rank.setdefault(int(m.group("rank")), []).append(state[m.end():])
+    return {rank: "\r".join(states) for rank, states in by_rank.items()}
+
+
 class _StreamState:
     """One stream's decision, and the blocks held until it is made."""
 
@@ -121,7 +139,6 @@ class RankRouter:
         self.by_rank: dict[int, "Parser"] = {}
         self._streams: dict[str, _StreamState] = {}
         self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
-        self._open: dict[str, tuple[int, Optional[int]]] = {}  # stream -> (line still open, its rank)
 
     @property
     def name(self) -> str:
@@ -179,7 +196,8 @@ class RankRouter:
         return with_stream(out, stream) if stream != "stdout" else out
 
     def _route(self, block: LineBlock, form: PrefixForm) -> list[Event]:
-        """Each run of consecutive lines of one rank, stripped, to that rank's parser."""
+        """Each run of consecutive lines of one rank, stripped, to that rank's parser; the states
+        of a rewritten line that several ranks share, to each rank's parser apart."""
         match = form.pattern.match
         out: list[Event] = []
         run: list[str] = []
@@ -187,27 +205,31 @@ class RankRouter:
         run_start = 0
         lines = block.text.split("\n")
         lines.pop()
-        # a line still open at the end of the last block goes on here, its prefix long behind it
-        open_no, open_rank = self._open.pop(block.stream, (None, None))
-        rank: Optional[int] = None
         for i, text in enumerate(lines):
-            m = match(text)
-            if m is not None:
-                rank = int(m.group("rank"))
+            if "\r" in text:
+                pieces = _ranks_states(text, match)
+                if len(pieces) > 1:
+                    if run:
+                        out.extend(self._feed_run(block, run_rank, run, run_start))
+                    run, run_rank = [], -1
+                    for rank, states in pieces.items():
+                        if rank is None or self.selection.includes(rank):
+                            out.extend(self._feed_run(block, rank, [states], i))
+                    continue
+                ((rank, text),) = pieces.items()
             else:
-                rank = open_rank if block.first_line + i == open_no else None
+                m = match(text)
+                rank = None if m is None else int(m.group("rank"))
+                if m is not None:
+                    text = text[m.end():]
             if rank != run_rank:
                 if run:
                     out.extend(self._feed_run(block, run_rank, run, run_start))
                 run, run_rank, run_start = [], rank, i
-            if rank is None:
+            if rank is None or self.selection.includes(rank):
                 run.append(text)
-            elif self.selection.includes(rank):
-                run.append(text[m.end():] if m is not None else text)
         if run:
             out.extend(self._feed_run(block, run_rank, run, run_start))
-        if block.open_line:
-            self._open[block.stream] = (block.first_line + block.count, rank)
         return out
 
     def _feed_unranked(self, block: LineBlock) -> list[Event]:
