@@ -12,14 +12,18 @@ puts its label depends on how it reads each rank's output:
 - line by line: srun --label and Open MPI's --tag-output label at each \\n, the \\r segments stay
   behind one label;
 - torchrun --tee: TailLog reads each rank's file in text mode (universal newlines, translated),
-  so every \\r ends a line and each segment comes on a line of its own behind its label.
+  so every \\r ends a line and each segment comes on a line of its own behind its label; and
+  while a rank runs, each poll writes what the rank's file holds, a bar whose \\r has not come
+  yet included, so another rank's write lands on the same physical line, behind its label.
 """
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
+from contextlib import ExitStack
 
 import pytest
 
@@ -50,7 +54,7 @@ def by_line(rank0: bytes, rank1: bytes, label: bytes) -> bytes:
     return b"".join(b"[%s0]:%s\n[%s1]:%s\n" % (label, a, label, b) for a, b in pairs)
 
 
-def by_torchrun_tee(rank0, rank1, label: bytes) -> bytes:
+def by_torchrun_tee(rank0, rank1, label: bytes, workdir) -> bytes:
     """What torch.distributed.elastic's own tail function writes for each rank's file (the real
     code, on files that are complete: it reads to their end and stops), one line of each in turn."""
     tail_log = pytest.importorskip("torch.distributed.elastic.multiprocessing.tail_log")
@@ -68,6 +72,28 @@ def by_torchrun_tee(rank0, rank1, label: bytes) -> bytes:
     return "".join(a + b for a, b in zip(*outputs, strict=True)).encode()
 
 
+def by_torchrun_tee_polled(rank0, rank1, label: bytes, workdir) -> bytes:
+    """What torchrun --tee writes while both ranks run, each poll after each write of a rank.
+
+    A rank's program writes tqdm's states ("\\r" + the state) and printed lines; after each
+    write TailLog's poll of that rank's file does what tail_logfile (torch/distributed/elastic/
+    multiprocessing/tail_log.py) does in its loop: readline() on the file opened in text mode
+    (``open(file, errors="replace")``) until it returns nothing, each line written behind the
+    header. Its sleep between polls is what this leaves out: here the ranks take turns.
+    """
+    writes = [re.findall(rb"\r?[^\r\n]*\n?", path.read_bytes())[:-1] for path in (rank0, rank1)]
+    files = [workdir / f"polled-{rank}.log" for rank in (0, 1)]
+    out: list[str] = []
+    with ExitStack() as stack:
+        sinks = [stack.enter_context(open(f, "wb", buffering=0)) for f in files]
+        sources = [stack.enter_context(open(f, errors="replace")) for f in files]
+        for pair in zip(*writes, strict=True):
+            for rank, piece in enumerate(pair):
+                sinks[rank].write(piece)
+                out += [f"[{label.decode()}{rank}]:{line}" for line in iter(sources[rank].readline, "")]
+    return "".join(out).encode()
+
+
 @pytest.fixture(scope="module")
 def trl(tmp_path_factory):
     """(rank 0's log, rank 1's log) as files, rank 1's with its own numbers."""
@@ -77,6 +103,14 @@ def trl(tmp_path_factory):
     other = tmp_path_factory.mktemp("trl") / "rank1.log"
     other.write_bytes(log.read_bytes().translate(OTHER_NUMBERS))
     return log, other
+
+
+def build(labelled, trl, label: bytes, workdir) -> bytes:
+    """The log `labelled` makes of both ranks' logs."""
+    rank0, rank1 = trl
+    if labelled in (by_torchrun_tee, by_torchrun_tee_polled):  # torch's code reads files
+        return labelled(rank0, rank1, label, workdir)
+    return labelled(rank0.read_bytes(), rank1.read_bytes(), label)
 
 
 def key(metric: Metric) -> tuple:
@@ -96,12 +130,11 @@ def routed(data: bytes, tmp_path, ranks: str) -> tuple[RankRouter, list[Metric]]
 
 
 @pytest.mark.parametrize("label", [b"rank", b"default"])
-@pytest.mark.parametrize("labelled", [by_segment, by_line, by_torchrun_tee], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("labelled", [by_segment, by_line, by_torchrun_tee, by_torchrun_tee_polled],
+                         ids=lambda f: f.__name__)
 def test_each_rank_reports_what_its_own_log_reports_and_nothing_of_the_other(trl, tmp_path, labelled, label):
     rank0, rank1 = trl
-    data = labelled(rank0, rank1, label) if labelled is by_torchrun_tee else labelled(
-        rank0.read_bytes(), rank1.read_bytes(), label)
-    router, metrics = routed(data, tmp_path, "all")
+    router, metrics = routed(build(labelled, trl, label, tmp_path), tmp_path, "all")
     assert {p.chosen for p in router.by_rank.values()} == {"huggingface"} and sorted(router.by_rank) == [0, 1]
     own0, own1 = alone(rank0), alone(rank1)
     assert len(own0) == len(own1) == 1027
@@ -128,13 +161,15 @@ def test_replay_of_ranks_labelled_segment_by_segment_reports_rank_0s_own_records
     assert (leaked["value"], leaked["epoch"]) == (0.7535, 0.8591)  # not rank 1's 3.0868 at 3.1824
 
 
-@pytest.mark.parametrize("label", [b"rank", b"default"])
-def test_a_live_run_of_ranks_labelled_segment_by_segment_reports_rank_0s_own_records(trl, tmp_path, label):
-    rank0, rank1 = trl
+LIVE = [(by_segment, b"rank"), (by_segment, b"default"), (by_torchrun_tee_polled, b"default")]
+
+
+@pytest.mark.parametrize("labelled, label", LIVE, ids=lambda x: getattr(x, "__name__", x))
+def test_a_live_run_of_labelled_ranks_reports_rank_0s_own_records(trl, tmp_path, labelled, label):
     log = tmp_path / "prefixed.log"
-    data = by_segment(rank0.read_bytes(), rank1.read_bytes(), label)
+    data = build(labelled, trl, label, tmp_path)
     log.write_bytes(data)
-    # the launcher's writes: one per labelled segment, as it reads them
+    # the launcher's writes: one per labelled piece, \r or \n segment, as it wrote them
     child = "import os, sys\nfor piece in open(sys.argv[1], 'rb').read().splitlines(True): os.write(1, piece)"
     proc = subprocess.run(
         TRAINVISOR + ["run", "-q", "--ranks", "0", "--run-dir", str(tmp_path / "run"), "--", sys.executable, "-c",
@@ -142,8 +177,8 @@ def test_a_live_run_of_ranks_labelled_segment_by_segment_reports_rank_0s_own_rec
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == data  # the bytes pass through as the launcher wrote them
     got = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["rank"], r["name"], r["value"], r["iteration"], r["epoch"], r["line"]) for r in got] == [
-        (0, m.name, m.value, m.iteration, m.epoch, 2 * m.line - 1) for m in alone(rank0)]
+    assert [(r["rank"], r["name"], r["value"], r["iteration"], r["epoch"]) for r in got] == [
+        (0, m.name, m.value, m.iteration, m.epoch) for m in alone(trl[0])]
 
 
 class Spy:
@@ -231,3 +266,38 @@ def test_a_line_of_many_labels_keeps_a_bounded_number_of_rows():
     events = feed_pieces(RankRouter(lambda: create_parser("generic", ParserOptions()), parse_rank_selection("all")),
                          [data * 8])
     assert sorted({(m.rank, m.iteration) for m in events if m.name == "loss"}) == [(r, r) for r in range(labels)]
+
+
+def generic_router(ranks: str = "all") -> RankRouter:
+    return RankRouter(lambda: create_parser("generic", ParserOptions()), parse_rank_selection(ranks))
+
+
+def losses(events) -> list[tuple]:
+    return [(m.rank, m.iteration, m.value, m.line) for m in events if m.name == "loss"]
+
+
+HEAD = b"".join(b"[default%d]:step=%d loss=0.%d\n" % (r, i, i) for i in range(1, 5) for r in (0, 1))  # lines 1-8
+
+
+@pytest.mark.parametrize("chunk", [1, 4096])
+def test_a_rank_whose_line_another_ranks_write_follows_keeps_it_until_its_own_end(chunk):
+    # TailLog wrote rank 0's line before its end came, then rank 1's whole line, then rank 0's end
+    data = HEAD + b"[default0]:step=5 loss=0.5[default1]:step=5 loss=7.5\n[default0]: eta 0s\n"
+    events = feed_pieces(generic_router(), [data[i:i + chunk] for i in range(0, len(data), chunk)])
+    assert losses(events)[8:] == [(1, 5, 7.5, 9), (0, 5, 0.5, 10)]  # each on the line its rank's end came on
+    rank0 = feed_pieces(generic_router("0"), [data])
+    assert losses(rank0)[4:] == [(0, 5, 0.5, 10)] and {m.rank for m in rank0} == {0}
+
+
+def test_a_start_no_end_follows_is_its_ranks_last_line_when_the_stream_ends():
+    data = HEAD + b"[default0]:step=5 loss=0.5[default1]:step=5 loss=7.5\n"
+    assert losses(feed_pieces(generic_router(), [data]))[8:] == [(1, 5, 7.5, 9), (0, 5, 0.5, 9)]
+
+
+def test_a_bracketed_word_unlike_the_launchers_label_is_the_lines_text():
+    # torchrun's labels all read [default<rank>]: in this stream; [step10]: is the program's
+    data = HEAD + b"[default0]:eval [step10]: step=5 loss=0.5\n"
+    assert losses(feed_pieces(generic_router(), [data]))[8:] == [(0, 5, 0.5, 9)]
+    srun = b"".join(b"%d: step=%d loss=0.%d\n" % (r, i, i) for i in range(1, 5) for r in (0, 1))
+    # srun labels at newlines only: "1: " later in a line is never taken for a label
+    assert losses(feed_pieces(generic_router(), [srun + b"0: step=5 loss=0.5 1: x\n"]))[8:] == [(0, 5, 0.5, 9)]

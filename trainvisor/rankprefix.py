@@ -7,7 +7,10 @@ Each form is written here as the launcher's source writes it:
   before each line, nothing between it and the line (role ``default`` unless ``--role`` says
   otherwise: ``[default0]:``; Accelerate forwards ``--tee``/``--role`` to it). It reads each
   rank's file in text mode, universal newlines translated: a ``\\r`` ends a line as ``\\n`` does
-  and is written as one, so each state of a progress bar is a labelled line of its own. A
+  and is written as one, so each state of a progress bar is a labelled line of its own. It
+  polls, and writes what the file holds: a line whose end has not come yet is written, and its
+  end later, behind the label again, so another rank's write may come between them on the
+  same physical line (`PrefixForm.partial_writes`). A
   ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`` such as ``[rank${rank}]:`` gives the global rank;
   c10's own log lines (``[rank1]:[W ...``) and PyTorch's rank-prefixed tracebacks
   (``[rank1]: Traceback``) have the same shape. One space after the colon is part of the prefix.
@@ -53,12 +56,16 @@ class PrefixForm:
     name: str
     pattern: re.Pattern
     same_width: bool = False  # every label of the stream is padded to one width (srun)
+    # The launcher writes the start of a rank's line before its end (TailLog writes what a rank's
+    # file holds at each poll, a bar without its \r included, and the rest later behind the label
+    # again), so a physical line may hold several writes, each behind its label.
+    partial_writes: bool = False
 
 
 FORMS: tuple[PrefixForm, ...] = (
     PrefixForm("mpi", re.compile(_CTIME + r"\[(?:[^\],\s]+,)?(?P<rank>\d+)\]"
                                  r"(?:\[[^\]\s]*\])?<std(?:out|err|diag)>: ?")),
-    PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?")),
+    PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?"), partial_writes=True),
     PrefixForm("srun", re.compile(r"(?P<rank>\d{1,6}): "), same_width=True),
 )
 

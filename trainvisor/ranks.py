@@ -19,13 +19,17 @@ would give eight copies of every metric, and their steps would interleave in one
   the unprefixed lines and are always reported;
 - a rewritten line may hold several ranks' states (a launcher that labels every ``\\r``
   segment): the splitter draws each label's states apart and gives each behind its label
-  (`lines.Rows`), so each rank's parser reads its own states, as one line of that number.
+  (`lines.Rows`), so each rank's parser reads its own states, as one line of that number;
+- a launcher that writes a line's start before its end (torchrun's TailLog) may put another
+  rank's write between them, on the same physical line, behind its label: the start is held for
+  its rank, whose next write goes on with it, and the line is that rank's where it ends.
 
 The bytes passed through to the terminal and to the output log are never touched: only what
 the parsers read is stripped.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional
 
@@ -39,6 +43,8 @@ if TYPE_CHECKING:  # the config checks selections with this module: it stays lig
 __all__ = ["RankSelection", "parse_rank_selection", "RankRouter", "ALL_RANKS", "SELECTION_FORMS"]
 
 ALL_RANKS = "all"
+_MAX_PARTIAL = 1 << 20  # characters of a rank's line start held for its end (a line's bound: lines.DEFAULT_MAX_LINE)
+_Partial = tuple[str, int, float, float]  # a rank's line start: text, physical line of its last write, times
 SELECTION_FORMS = f"must be {ALL_RANKS} or rank numbers separated by commas (0 or 0,3)"
 _new_tuple = tuple.__new__
 _RANK_FIELD = Metric._fields.index("rank")
@@ -109,6 +115,11 @@ def _ranks_states(text: str, match: Callable) -> dict[Optional[int], str]:
     return {rank: "\r".join(states) for rank, states in by_rank.items()}
 
 
+def _around_rank(text: str, m: re.Match) -> tuple[str, str]:
+    """A label's text before and after its rank number (``[default``, ``]:``): its launcher's shape."""
+    return text[m.start():m.start("rank")], text[m.end("rank"):m.end()].rstrip(" ")
+
+
 class _StreamState:
     """One stream's decision, and the blocks held until it is made."""
 
@@ -139,6 +150,7 @@ class RankRouter:
         self.by_rank: dict[int, "Parser"] = {}
         self._streams: dict[str, _StreamState] = {}
         self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
+        self._partial: dict[tuple[str, int], _Partial] = {}  # (stream, rank) -> its line's start
 
     @property
     def name(self) -> str:
@@ -178,6 +190,10 @@ class RankRouter:
         for stream, state in list(self._streams.items()):
             state.evidence.finish()
             out.extend(self._release(stream))
+        for (stream, rank), (text, line, time, wall_time) in self._partial.items():
+            # a start no end followed: the rank's last line, as the stream's end ends any line
+            out.extend(self._feed_run(LineBlock(text + "\n", stream, line, 1, time, wall_time), rank, [text], 0))
+        self._partial = {}
         out.extend(self.unranked.finish())
         for rank in sorted(self.by_rank):
             out.extend(_with_rank(self.by_rank[rank].finish(), rank))
@@ -219,9 +235,12 @@ class RankRouter:
                 ((rank, text),) = pieces.items()
             else:
                 m = match(text)
-                rank = None if m is None else int(m.group("rank"))
-                if m is not None:
-                    text = text[m.end():]
+                if m is None:
+                    rank = None
+                elif self._partial or (form.partial_writes and text.find(text[:m.start("rank")], m.end()) >= 0):
+                    rank, text = self._writes(block, i, text, m, form)
+                else:
+                    rank, text = int(m.group("rank")), text[m.end():]
             if rank != run_rank:
                 if run:
                     out.extend(self._feed_run(block, run_rank, run, run_start))
@@ -231,6 +250,36 @@ class RankRouter:
         if run:
             out.extend(self._feed_run(block, run_rank, run, run_start))
         return out
+
+    def _writes(self, block: LineBlock, i: int, text: str, first: re.Match, form: PrefixForm) -> tuple[int, str]:
+        """A physical line of one or more launcher writes, each behind its label (``[default0]:
+        29%|##| 48/1677[default1]:{'loss': ...}``: TailLog wrote rank 0's bar before its \\r came):
+        each write but the last starts a line of its rank, or goes on with the one its rank
+        started; the last ends its rank's line. Its rank, and that whole line. Only labels like
+        the first (the same text around the rank number) count: a launcher writes one form."""
+        labels = [first]
+        if form.partial_writes:
+            shape = _around_rank(text, first)
+            labels += [m for m in form.pattern.finditer(text, first.end()) if _around_rank(text, m) == shape]
+        ends = [m.start() for m in labels[1:]] + [len(text)]
+        for m, end in zip(labels, ends):
+            rank = int(m.group("rank"))
+            key = (block.stream, rank)
+            # a write that goes on with its rank's line keeps a space after its label: the line's own
+            start = m.end() - 1 if key in self._partial and m.group(0).endswith(" ") else m.end()
+            if end < len(text):
+                self._start(block, i, rank, text[start:end])
+        held = self._partial.pop(key, None)
+        return rank, text[start:] if held is None else held[0] + text[start:]
+
+    def _start(self, block: LineBlock, i: int, rank: int, text: str) -> None:
+        """`text` starts (or goes on with) a line of `rank`: held until that rank's line ends."""
+        if not self.selection.includes(rank):
+            return
+        key = (block.stream, rank)
+        held = self._partial.get(key)
+        text = (text if held is None else held[0] + text)[:_MAX_PARTIAL]
+        self._partial[key] = (text, block.first_line + i, block.time, block.wall_time)
 
     def _feed_unranked(self, block: LineBlock) -> list[Event]:
         events = self.unranked.feed(block)
