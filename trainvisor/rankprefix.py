@@ -56,16 +56,17 @@ class PrefixForm:
     name: str
     pattern: re.Pattern
     same_width: bool = False  # every label of the stream is padded to one width (srun)
-    # The launcher writes the start of a rank's line before its end (TailLog writes what a rank's
-    # file holds at each poll, a bar without its \r included, and the rest later behind the label
-    # again), so a physical line may hold several writes, each behind its label.
-    partial_writes: bool = False
+    # When the launcher writes the start of a rank's line before its end (TailLog writes what a
+    # rank's file holds at each poll, a bar without its \r included, and the rest later behind the
+    # label again), a physical line may hold several writes, each behind its label: then this is
+    # what every label of the form ends with (the cheap test for a second label in a line).
+    partial_writes: str = ""
 
 
 FORMS: tuple[PrefixForm, ...] = (
     PrefixForm("mpi", re.compile(_CTIME + r"\[(?:[^\],\s]+,)?(?P<rank>\d+)\]"
                                  r"(?:\[[^\]\s]*\])?<std(?:out|err|diag)>: ?")),
-    PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?"), partial_writes=True),
+    PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?"), partial_writes="]:"),
     PrefixForm("srun", re.compile(r"(?P<rank>\d{1,6}): "), same_width=True),
 )
 

@@ -214,22 +214,24 @@ class RankRouter:
     def _route(self, block: LineBlock, form: PrefixForm) -> list[Event]:
         """Each run of consecutive lines of one rank, stripped, to that rank's parser; the states
         of a rewritten line that several ranks share, to each rank's parser apart."""
-        match = form.pattern.match
+        match, mark, partial = form.pattern.match, form.partial_writes, self._partial
+        every, chosen = self.selection.every, self.selection.ranks
         out: list[Event] = []
         run: list[str] = []
         run_rank: Optional[int] = -1  # -1: no run open; None: lines without a prefix
         run_start = 0
         lines = block.text.split("\n")
         lines.pop()
+        rewritten = "\r" in block.text  # one test a block: most hold no rewritten line
         for i, text in enumerate(lines):
-            if "\r" in text:
+            if rewritten and "\r" in text:
                 pieces = _ranks_states(text, match)
                 if len(pieces) > 1:
                     if run:
                         out.extend(self._feed_run(block, run_rank, run, run_start))
                     run, run_rank = [], -1
                     for rank, states in pieces.items():
-                        if rank is None or self.selection.includes(rank):
+                        if rank is None or every or rank in chosen:
                             out.extend(self._feed_run(block, rank, [states], i))
                     continue
                 ((rank, text),) = pieces.items()
@@ -237,15 +239,16 @@ class RankRouter:
                 m = match(text)
                 if m is None:
                     rank = None
-                elif self._partial or (form.partial_writes and text.find(text[:m.start("rank")], m.end()) >= 0):
+                elif partial or (mark and text.find(mark, m.end()) >= 0):
                     rank, text = self._writes(block, i, text, m, form)
                 else:
-                    rank, text = int(m.group("rank")), text[m.end():]
+                    rank = int(m.group("rank"))
+                    text = text[m.end():] if every or rank in chosen else ""  # only what a parser reads
             if rank != run_rank:
                 if run:
                     out.extend(self._feed_run(block, run_rank, run, run_start))
                 run, run_rank, run_start = [], rank, i
-            if rank is None or self.selection.includes(rank):
+            if rank is None or every or rank in chosen:
                 run.append(text)
         if run:
             out.extend(self._feed_run(block, run_rank, run, run_start))
