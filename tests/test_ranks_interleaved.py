@@ -26,11 +26,13 @@ import threading
 from contextlib import ExitStack
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from trainvisor.cli import main
 from trainvisor.events import Metric
 from trainvisor.lines import MAX_ROWS, LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
+from trainvisor.rankprefix import segment_label
 from trainvisor.ranks import RankRouter, parse_rank_selection
 
 from .conftest import real_logs
@@ -56,7 +58,8 @@ def by_line(rank0: bytes, rank1: bytes, label: bytes) -> bytes:
 
 def by_torchrun_tee(rank0, rank1, label: bytes, workdir) -> bytes:
     """What torch.distributed.elastic's own tail function writes for each rank's file (the real
-    code, on files that are complete: it reads to their end and stops), one line of each in turn."""
+    code, on files that are complete: it reads to their end and stops), one line of each in turn.
+    (`workdir`, unused, keeps one signature with the polled form.)"""
     tail_log = pytest.importorskip("torch.distributed.elastic.multiprocessing.tail_log")
     outputs = []
     for rank, path in enumerate((rank0, rank1)):
@@ -92,6 +95,14 @@ def by_torchrun_tee_polled(rank0, rank1, label: bytes, workdir) -> bytes:
                 sinks[rank].write(piece)
                 out += [f"[{label.decode()}{rank}]:{line}" for line in iter(sources[rank].readline, "")]
     return "".join(out).encode()
+
+
+def generic_router(ranks: str = "all") -> RankRouter:
+    return RankRouter(lambda: create_parser("generic", ParserOptions()), parse_rank_selection(ranks))
+
+
+def losses(events) -> list[tuple]:
+    return [(m.rank, m.iteration, m.value, m.line) for m in events if m.name == "loss"]
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +164,8 @@ def test_replay_of_ranks_labelled_segment_by_segment_reports_rank_0s_own_records
     got = [json.loads(line) for line in out.read_text().splitlines()]
     own = alone(rank0)
     assert len(got) == len(own) == 1027 and {r["rank"] for r in got} == {0}
-    assert [(r["name"], r["value"], r["iteration"], r["epoch"]) for r in got] == [
-        (m.name, m.value, m.iteration, m.epoch) for m in own]
+    assert [(r["name"], r["value"], r["iteration"], r["epoch"], r["phase"]) for r in got] == [
+        (m.name, m.value, m.iteration, m.epoch, m.phase) for m in own]
     # each record on the physical line of rank 0's piece: line k of its own log is line 2k - 1 here
     assert [r["line"] for r in got] == [2 * m.line - 1 for m in own]
     leaked = next(r for r in got if r["line"] == 2 * 91 - 1 and r["name"] == "loss")
@@ -263,17 +274,8 @@ def test_a_line_of_many_labels_keeps_a_bounded_number_of_rows():
     # past MAX_ROWS, a label's segments are drawn on the plain row, behind their own label
     assert record.states[:6] == tuple(f"[rank{r}]:step={r} loss=0.5" for r in range(MAX_ROWS, labels))
     assert sorted(record.states) == sorted(f"[rank{r}]:step={r} loss=0.5" for r in range(labels))
-    events = feed_pieces(RankRouter(lambda: create_parser("generic", ParserOptions()), parse_rank_selection("all")),
-                         [data * 8])
+    events = feed_pieces(generic_router(), [data * 8])
     assert sorted({(m.rank, m.iteration) for m in events if m.name == "loss"}) == [(r, r) for r in range(labels)]
-
-
-def generic_router(ranks: str = "all") -> RankRouter:
-    return RankRouter(lambda: create_parser("generic", ParserOptions()), parse_rank_selection(ranks))
-
-
-def losses(events) -> list[tuple]:
-    return [(m.rank, m.iteration, m.value, m.line) for m in events if m.name == "loss"]
 
 
 HEAD = b"".join(b"[default%d]:step=%d loss=0.%d\n" % (r, i, i) for i in range(1, 5) for r in (0, 1))  # lines 1-8
@@ -301,3 +303,32 @@ def test_a_bracketed_word_unlike_the_launchers_label_is_the_lines_text():
     srun = b"".join(b"%d: step=%d loss=0.%d\n" % (r, i, i) for i in range(1, 5) for r in (0, 1))
     # srun labels at newlines only: "1: " later in a line is never taken for a label
     assert losses(feed_pieces(generic_router(), [srun + b"0: step=5 loss=0.5 1: x\n"]))[8:] == [(0, 5, 0.5, 9)]
+
+
+def states_by_label(data: bytes, size: int, **kw) -> dict:
+    """(line number, label's rank or None) -> the states given behind that label, in order."""
+    sp = LineSplitter("s", **kw)
+    pieces = [data[i:i + size] for i in range(0, len(data), size)] if size else [data]
+    blocks = [sp.feed(p, 0.0, 0.0) for p in pieces] + [sp.finish(0.0, 0.0)]
+    out: dict = {}
+    for block in filter(None, blocks):
+        for i, text in enumerate(block.text.split("\n")[: block.count + block.open_line]):
+            for state in text.split("\r"):
+                hit = segment_label(state)
+                out.setdefault((block.first_line + i, hit and hit[0]), []).append(state)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b"[rank0]:", b"[rank1]:", b"[default3]: ", b"07: ", b"a", b"bcd", b"\n", b"\r",
+                                   b"\r\n", b"\b", b"\x1b[1m", b"xyz" * 7, b"w" * 300]), max_size=80).map(b"".join),
+    size=st.integers(min_value=1, max_value=40),
+    max_line=st.sampled_from([4, 16, 1 << 20]),
+    budget=st.sampled_from([8, 1 << 16]),
+)
+def test_each_labels_states_are_the_same_whatever_the_chunking(data, size, max_line, budget):
+    # a row's early states may come out before or after another row's, as the budget falls;
+    # each label's own, in order, never change
+    whole = states_by_label(data, 0, max_line=max_line, state_budget=budget)
+    assert states_by_label(data, size, max_line=max_line, state_budget=budget) == whole

@@ -178,7 +178,7 @@ class LineSplitter:
             self._add_open(rest)
         if not self._cut:
             tail = self._pending.decode("utf-8", "replace")
-            self._open.write(tail)
+            self._open.write(tail, ends=True)
         else:
             self._open.capture()
         cut = self._cut
@@ -257,10 +257,13 @@ class Rows:
         self.labelled = {}
         self.current = None
 
-    def write(self, text: str) -> None:
-        """As `OpenLine.write`; in a labelled line, each segment on its own label's row."""
-        if not self.labelled and (self.current is not None or label_at_start(text) is None):
-            self.current = self.plain  # a line is plain or labelled from its first segment on
+    def write(self, text: str, *, ends: bool = False) -> None:
+        """As `OpenLine.write`, each segment of a labelled line on its own label's row. `ends`:
+        the line ends with `text`. A line is labelled or plain from its first write on, so
+        whatever the chunking: labelled when it starts with a label and a \\r comes before its
+        end (a line of one segment has nothing to keep apart: it reads as written)."""
+        if not self.labelled and (self.current is not None or ends or label_at_start(text) is None):
+            self.current = self.plain
             self.plain.write(text)
             return
         row, group = self.current or self.plain, []
@@ -275,7 +278,8 @@ class Rows:
         self.current = row
 
     def write_uncaptured(self, text: str) -> None:
-        if not self.labelled and (self.current is not None or label_at_start(text) is None):
+        """As `OpenLine.write_uncaptured`: a cut segment, the last the line draws."""
+        if not self.labelled:
             self.current = self.plain
             self.plain.write_uncaptured(text)
             return
@@ -290,12 +294,9 @@ class Rows:
         if not self.labelled:
             return self.plain.take_handed()
         handed = [(label, row.take_handed()) for label, row in self.labelled.values()]
-        return self._join(self.plain.take_handed(), [(label, states) for label, states in handed if states])
+        return self._join(self.plain.take_handed(), handed)
 
     def take(self) -> str:
-        """As `OpenLine.take`. A row that drew nothing (its label alone: ``[rank1]:\\n``) gives its
-        label, an empty state behind it, as the line would read unrendered: its rank keeps its
-        empty line whether or not the line passed through the rows."""
         if not self.labelled:
             self.current = None
             return self.plain.take()
@@ -322,7 +323,7 @@ class Rows:
     def _join(plain: str, labelled: list[tuple[str, str]]) -> str:
         """The plain row's states, then each label's, every state behind its label."""
         parts = [plain] if plain else []
-        parts.extend(label + states.replace("\r", "\r" + label) for label, states in labelled)
+        parts.extend(label + states.replace("\r", "\r" + label) for label, states in labelled if states)
         return "\r".join(parts)
 
 
