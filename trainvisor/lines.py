@@ -138,14 +138,16 @@ class LineSplitter:
             return
         self._touched = True
         pending = self._pending
+        waiting = pending.endswith(b"\r")  # a segment that waited for the byte after its \r
         pending += data
-        if b"\r" in data:
-            cr = pending.rfind(b"\r")
-            segments = self._segments_fitting(pending[:cr])
+        if waiting or b"\r" in data:
+            # a \r that ends what came so far may be a \r\n's: its segment waits for the next byte
+            cr = pending.rfind(b"\r", 0, len(pending) - 1)
+            segments = self._segments_fitting(pending[:cr]) if cr >= 0 else None
             if segments is not None:
                 self._open.write(segments.decode("utf-8", "replace"))
                 del pending[: cr + 1]
-        if not self._cut and len(pending) > self.max_line:
+        if not self._cut and len(pending) - pending.endswith(b"\r") > self.max_line:
             self._cut_open(pending)
 
     def _segments_fitting(self, data: bytearray | bytes) -> bytes | None:
@@ -193,7 +195,13 @@ class LineSplitter:
         count = head.count(b"\n")
         if self._touched:
             first_nl = head.find(b"\n")
-            first, cut = self._close_open(head[:first_nl])
+            rest = head[:first_nl]
+            # a \r\n ends the open line as it ends a whole one (_render_complete): without its \r
+            if rest.endswith(b"\r"):
+                rest = rest[:-1]
+            elif not rest and self._pending.endswith(b"\r"):
+                del self._pending[-1:]  # the \r came with the bytes before
+            first, cut = self._close_open(rest)
             if cut:
                 truncated.append(first_no)
             text = first + "\n" + self._render_complete(head[first_nl + 1 :], first_no + 1, truncated)
