@@ -26,7 +26,7 @@ import threading
 from contextlib import ExitStack
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from trainvisor.cli import main
 from trainvisor.events import Metric
@@ -327,6 +327,10 @@ def states_by_label(data: bytes, size: int, **kw) -> dict:
     max_line=st.sampled_from([4, 16, 1 << 20]),
     budget=st.sampled_from([8, 1 << 16]),
 )
+@example(data=b"[rank0]:\r\n", size=1, max_line=16, budget=8)  # a \r\n split across two reads
+@example(data=b"[rank0]:\r\r\n", size=1, max_line=16, budget=8)
+@example(data=b"[rank0]:a\b\bX\r\n", size=11, max_line=1 << 20, budget=8)  # a backspace over the label
+@example(data=b"\r[rank0]:", size=1, max_line=4, budget=8)  # a cut after a \r that waited
 def test_each_labels_states_are_the_same_whatever_the_chunking(data, size, max_line, budget):
     # a row's early states may come out before or after another row's, as the budget falls;
     # each label's own, in order, never change

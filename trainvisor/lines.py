@@ -268,9 +268,10 @@ class Rows:
     def write(self, text: str, *, ends: bool = False) -> None:
         """As `OpenLine.write`, each segment of a labelled line on its own label's row. `ends`:
         the line ends with `text`. A line is labelled or plain from its first write on, so
-        whatever the chunking: labelled when it starts with a label and a \\r comes before its
-        end (a line of one segment has nothing to keep apart: it reads as written)."""
-        if not self.labelled and (self.current is not None or ends or label_at_start(text) is None):
+        whatever the chunking: labelled when it starts with a label and has a \\r (a line of one
+        segment has nothing to keep apart: it reads as written, a backspace over its label too)."""
+        single = ends and "\r" not in text
+        if not self.labelled and (self.current is not None or single or label_at_start(text) is None):
             self.current = self.plain
             self.plain.write(text)
             return
