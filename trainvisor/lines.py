@@ -13,6 +13,11 @@ and a replay of its bytes give the same lines and the parsers the same states):
 - a line still open whose states exceed `OPEN_STATE_BUDGET` characters (tqdm over a
   whole epoch writes no ``\\n``) hands its older states out early: the block then ends
   with that line's states (`LineBlock.open_line`), not counted until the line ends;
+- in a line that starts with a launcher's rank label (`rankprefix`), each label gets a row of
+  its own (`Rows`): a launcher that labels every segment a ``\\r`` began interleaves several
+  ranks' rewrites in one physical line, and each rank's states are drawn, without the label, as
+  its own terminal drew them; each state is given behind its row's label (each row's states in
+  order; the rows in the order they first came);
 - a segment longer than `max_line` bytes is cut there, the rest of that line is
   dropped, and the line is flagged truncated: memory stays bounded whatever the
   child writes;
@@ -21,9 +26,10 @@ and a replay of its bytes give the same lines and the parsers the same states):
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Optional
 
 from .events import LineRecord
+from .rankprefix import label_at_start, segment_label
 from .terminal import OpenLine, clean_text
 
 __all__ = ["LineBlock", "LineSplitter", "DEFAULT_MAX_LINE", "OPEN_STATE_BUDGET", "clean_text"]
@@ -73,7 +79,7 @@ class LineSplitter:
         self.max_line = max_line
         self.lines = 0  # lines emitted so far
         self._pending = bytearray()  # the open line's bytes after its last \r (not rendered yet)
-        self._open = OpenLine(state_budget)  # the open line's row and states
+        self._open = Rows(state_budget)  # the open line's rows and states
         self._cut = False  # the current line was already cut: drop until newline
         self._skipping = False  # part of the current line was never seen (a gap)
         self._touched = False  # the open line has bytes
@@ -132,14 +138,16 @@ class LineSplitter:
             return
         self._touched = True
         pending = self._pending
+        waiting = pending.endswith(b"\r")  # a segment that waited for the byte after its \r
         pending += data
-        if b"\r" in data:
-            cr = pending.rfind(b"\r")
-            segments = self._segments_fitting(pending[:cr])
+        if waiting or b"\r" in data:
+            # a \r that ends what came so far may be a \r\n's: its segment waits for the next byte
+            cr = pending.rfind(b"\r", 0, len(pending) - 1)
+            segments = self._segments_fitting(pending[:cr]) if cr >= 0 else None
             if segments is not None:
                 self._open.write(segments.decode("utf-8", "replace"))
                 del pending[: cr + 1]
-        if not self._cut and len(pending) > self.max_line:
+        if not self._cut and len(pending) - pending.endswith(b"\r") > self.max_line:
             self._cut_open(pending)
 
     def _segments_fitting(self, data: bytearray | bytes) -> bytes | None:
@@ -172,7 +180,7 @@ class LineSplitter:
             self._add_open(rest)
         if not self._cut:
             tail = self._pending.decode("utf-8", "replace")
-            self._open.write(tail)
+            self._open.write(tail, ends=True)
         else:
             self._open.capture()
         cut = self._cut
@@ -187,7 +195,13 @@ class LineSplitter:
         count = head.count(b"\n")
         if self._touched:
             first_nl = head.find(b"\n")
-            first, cut = self._close_open(head[:first_nl])
+            rest = head[:first_nl]
+            # a \r\n ends the open line as it ends a whole one (_render_complete): without its \r
+            if rest.endswith(b"\r"):
+                rest = rest[:-1]
+            elif not rest and self._pending.endswith(b"\r"):
+                del self._pending[-1:]  # the \r came with the bytes before
+            first, cut = self._close_open(rest)
             if cut:
                 truncated.append(first_no)
             text = first + "\n" + self._render_complete(head[first_nl + 1 :], first_no + 1, truncated)
@@ -216,6 +230,110 @@ class LineSplitter:
                 text = line.decode("utf-8", "replace")
                 out.append(clean_text(text) if "\x1b" in text or "\b" in text else text)
         return "".join(t + "\n" for t in out)
+
+
+MAX_ROWS = 64  # labelled rows of one line: past them, a new label's segments go to the plain row
+
+
+class Rows:
+    """The rows of the line being written: the plain one, and one per launcher label.
+
+    Drawn on one row, the states of ranks that interleave their segments in a physical line would
+    keep the tail of one another's text, numbers included, and a reader would take one rank's
+    values for another's. So in a line that starts with a label (a launcher labels every line it
+    writes), a segment that starts with a label is drawn, without it, on that label's row (an
+    `OpenLine`), and a segment without one on the row of the segment before it. Same methods as
+    `OpenLine`, which it drives as is; any other line (every ordinary log's) is the plain row
+    alone, for the price of one anchored pattern match a line. Each row holds at most `budget`
+    characters of states before it hands the older ones out; at most `MAX_ROWS` + 1 rows.
+    """
+
+    __slots__ = ("plain", "labelled", "current")
+
+    def __init__(self, budget: int) -> None:
+        self.plain = OpenLine(budget)
+        self.labelled: dict[tuple, tuple[str, OpenLine]] = {}  # key -> (label, row), first come first
+        self.current: Optional[OpenLine] = None  # the row of the last segment written; None: none yet
+
+    @property
+    def size(self) -> int:
+        """Characters of states held, all rows together."""
+        return self.plain.size + sum(row.size for _, row in self.labelled.values())
+
+    def reset(self) -> None:
+        self.plain.reset()
+        self.labelled = {}
+        self.current = None
+
+    def write(self, text: str, *, ends: bool = False) -> None:
+        """As `OpenLine.write`, each segment of a labelled line on its own label's row. `ends`:
+        the line ends with `text`. A line is labelled or plain from its first write on, so
+        whatever the chunking: labelled when it starts with a label and has a \\r (a line of one
+        segment has nothing to keep apart: it reads as written, a backspace over its label too)."""
+        single = ends and "\r" not in text
+        if not self.labelled and (self.current is not None or single or label_at_start(text) is None):
+            self.current = self.plain
+            self.plain.write(text)
+            return
+        row, group = self.current or self.plain, []
+        for segment in text.split("\r"):
+            to, segment = self._row_of(segment, row)
+            if to is not row:
+                if group:
+                    row.write("\r".join(group))
+                row, group = to, []
+            group.append(segment)
+        row.write("\r".join(group))
+        self.current = row
+
+    def write_uncaptured(self, text: str) -> None:
+        """As `OpenLine.write_uncaptured`: a cut segment, the last the line draws."""
+        if not self.labelled:
+            self.current = self.plain
+            self.plain.write_uncaptured(text)
+            return
+        row, text = self._row_of(text, self.current)
+        row.write_uncaptured(text)
+        self.current = row
+
+    def capture(self) -> None:
+        (self.current or self.plain).capture()
+
+    def take_handed(self) -> str:
+        if not self.labelled:
+            return self.plain.take_handed()
+        handed = [(label, row.take_handed()) for label, row in self.labelled.values()]
+        return self._join(self.plain.take_handed(), handed)
+
+    def take(self) -> str:
+        if not self.labelled:
+            self.current = None
+            return self.plain.take()
+        text = self._join(self.plain.take(), [(label, row.take()) for label, row in self.labelled.values()])
+        self.labelled = {}
+        self.current = None
+        return text
+
+    def _row_of(self, segment: str, row: OpenLine) -> tuple[OpenLine, str]:
+        """The row `segment` is drawn on (`row`, the one before, unless it starts with a label),
+        and what is drawn there (the segment without its label)."""
+        hit = segment_label(segment) if segment else None
+        if hit is None:
+            return row, segment
+        key, label = hit
+        entry = self.labelled.get(key)
+        if entry is None:
+            if len(self.labelled) >= MAX_ROWS:
+                return self.plain, segment  # drawn with its label, which still says whose it is
+            entry = self.labelled[key] = (label, OpenLine(self.plain.budget))
+        return entry[1], segment[len(label):]
+
+    @staticmethod
+    def _join(plain: str, labelled: list[tuple[str, str]]) -> str:
+        """The plain row's states, then each label's, every state behind its label."""
+        parts = [plain] if plain else []
+        parts.extend(label + states.replace("\r", "\r" + label) for label, states in labelled if states)
+        return "\r".join(parts)
 
 
 def _has_long_line(head: bytes, max_line: int) -> bool:

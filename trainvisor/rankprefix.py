@@ -5,7 +5,12 @@ Each form is written here as the launcher's source writes it:
 
 - ``torchrun``: torch.distributed.elastic's TailLog (``--tee``) writes ``[{role}{local_rank}]:``
   before each line, nothing between it and the line (role ``default`` unless ``--role`` says
-  otherwise: ``[default0]:``; Accelerate forwards ``--tee``/``--role`` to it). A
+  otherwise: ``[default0]:``; Accelerate forwards ``--tee``/``--role`` to it). It reads each
+  rank's file in text mode, universal newlines translated: a ``\\r`` ends a line as ``\\n`` does
+  and is written as one, so each state of a progress bar is a labelled line of its own. It
+  polls, and writes what the file holds: a line whose end has not come yet is written, and its
+  end later, behind the label again, so another rank's write may come between them on the
+  same physical line (`PrefixForm.partial_writes`). A
   ``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE`` such as ``[rank${rank}]:`` gives the global rank;
   c10's own log lines (``[rank1]:[W ...``) and PyTorch's rank-prefixed tracebacks
   (``[rank1]: Traceback``) have the same shape. One space after the colon is part of the prefix.
@@ -35,7 +40,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-__all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", "match_prefix"]
+__all__ = ["PrefixForm", "FORMS", "Evidence", "MIN_LINES", "GIVE_UP", "WINDOW", "match_prefix",
+           "label_at_start", "segment_label"]
 
 MIN_LINES = 8
 GIVE_UP = 32  # torch.distributed.launch alone prints 14 lines of warnings before its ranks do
@@ -50,12 +56,17 @@ class PrefixForm:
     name: str
     pattern: re.Pattern
     same_width: bool = False  # every label of the stream is padded to one width (srun)
+    # When the launcher writes the start of a rank's line before its end (TailLog writes what a
+    # rank's file holds at each poll, a bar without its \r included, and the rest later behind the
+    # label again), a physical line may hold several writes, each behind its label: then this is
+    # what every label of the form ends with (the cheap test for a second label in a line).
+    partial_writes: str = ""
 
 
 FORMS: tuple[PrefixForm, ...] = (
     PrefixForm("mpi", re.compile(_CTIME + r"\[(?:[^\],\s]+,)?(?P<rank>\d+)\]"
                                  r"(?:\[[^\]\s]*\])?<std(?:out|err|diag)>: ?")),
-    PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?")),
+    PrefixForm("torchrun", re.compile(r"\[[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]: ?"), partial_writes="]:"),
     PrefixForm("srun", re.compile(r"(?P<rank>\d{1,6}): "), same_width=True),
 )
 
@@ -67,6 +78,33 @@ def match_prefix(text: str) -> Optional[tuple[PrefixForm, re.Match]]:
         if m is not None:
             return form, m
     return None
+
+
+# Any form, in one pattern: the splitter's test of each rewritten line's start (a pattern may not
+# name a group twice, so the forms' `rank` groups become plain ones here).
+_ANY_FORM = re.compile("|".join(form.pattern.pattern.replace("(?P<rank>", "(?:") for form in FORMS))
+
+
+# `label_at_start(text)`: a match when `text` starts with a prefix form, else None (what
+# `match_prefix` says, in one pattern, with no Python call around it: the splitter asks it per line)
+label_at_start = _ANY_FORM.match
+
+
+def segment_label(segment: str) -> Optional[tuple[tuple[str, str], str]]:
+    """``(key, label)`` for a segment that starts with a prefix form, else None.
+
+    `key` names the rank (form and rank number: Open MPI's timestamp changes, its rank does not);
+    `label` is the prefix without the one space a form may take after it. That space may be the
+    child's own (tqdm's bar starts with one: ``[rank0]: 29%|``), and a row drawn with it stays at
+    the columns the child wrote; a space that is the launcher's (``0: ``) shifts every state of
+    its row alike, which a terminal would show the same way.
+    """
+    hit = match_prefix(segment)
+    if hit is None:
+        return None
+    form, m = hit
+    label = m.group(0)
+    return (form.name, m.group("rank")), label[:-1] if label.endswith(" ") else label
 
 
 @dataclass

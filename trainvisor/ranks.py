@@ -16,13 +16,20 @@ would give eight copies of every metric, and their steps would interleave in one
   ``block.first_line + offset``), fed to that rank's own parser (made by `parser_factory` when
   the rank first shows up), whose metrics say ``rank``. Lines of ranks not selected are dropped
   before any parser reads them; lines without a prefix (the launcher's own) go to the parser of
-  the unprefixed lines and are always reported.
+  the unprefixed lines and are always reported;
+- a rewritten line may hold several ranks' states (a launcher that labels every ``\\r``
+  segment): the splitter draws each label's states apart and gives each behind its label
+  (`lines.Rows`), so each rank's parser reads its own states, as one line of that number;
+- a launcher that writes a line's start before its end (torchrun's TailLog) may put another
+  rank's write between them, on the same physical line, behind its label: the start is held for
+  its rank, whose next write goes on with it, and the line is that rank's where it ends.
 
 The bytes passed through to the terminal and to the output log are never touched: only what
 the parsers read is stripped.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional
 
@@ -36,6 +43,8 @@ if TYPE_CHECKING:  # the config checks selections with this module: it stays lig
 __all__ = ["RankSelection", "parse_rank_selection", "RankRouter", "ALL_RANKS", "SELECTION_FORMS"]
 
 ALL_RANKS = "all"
+_MAX_PARTIAL = 1 << 20  # characters of a rank's line start held for its end (a line's bound: lines.DEFAULT_MAX_LINE)
+_Partial = tuple[str, int, float, float]  # a rank's line start: text, physical line of its last write, times
 SELECTION_FORMS = f"must be {ALL_RANKS} or rank numbers separated by commas (0 or 0,3)"
 _new_tuple = tuple.__new__
 _RANK_FIELD = Metric._fields.index("rank")
@@ -91,6 +100,26 @@ def _sub_block(block: LineBlock, texts: list[str], start: int) -> LineBlock:
                                   open_line))
 
 
+def _ranks_states(text: str, match: Callable) -> dict[Optional[int], str]:
+    """A rewritten line's states by rank (None: without a prefix), each rank's stripped and in
+    order, ranks in the order they first show. The splitter draws each label's states on a row of
+    their own and gives every state behind its label (lines.Rows), a line still open included,
+    so a state says its rank wherever a block boundary falls."""
+    by_rank: dict[Optional[int], list[str]] = {}
+    for state in text.split("\r"):
+        m = match(state)
+        if m is None:
+            by_rank.setdefault(None, []).append(state)
+        else:
+            by_rank.setdefault(int(m.group("rank")), []).append(state[m.end():])
+    return {rank: "\r".join(states) for rank, states in by_rank.items()}
+
+
+def _around_rank(text: str, m: re.Match) -> tuple[str, str]:
+    """A label's text before and after its rank number (``[default``, ``]:``): its launcher's shape."""
+    return text[m.start():m.start("rank")], text[m.end("rank"):m.end()].rstrip(" ")
+
+
 class _StreamState:
     """One stream's decision, and the blocks held until it is made."""
 
@@ -121,7 +150,7 @@ class RankRouter:
         self.by_rank: dict[int, "Parser"] = {}
         self._streams: dict[str, _StreamState] = {}
         self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
-        self._open: dict[str, tuple[int, Optional[int]]] = {}  # stream -> (line still open, its rank)
+        self._partial: dict[tuple[str, int], _Partial] = {}  # (stream, rank) -> its line's start
 
     @property
     def name(self) -> str:
@@ -161,6 +190,10 @@ class RankRouter:
         for stream, state in list(self._streams.items()):
             state.evidence.finish()
             out.extend(self._release(stream))
+        for (stream, rank), (text, line, time, wall_time) in self._partial.items():
+            # a start no end followed: the rank's last line, as the stream's end ends any line
+            out.extend(self._feed_run(LineBlock(text + "\n", stream, line, 1, time, wall_time), rank, [text], 0))
+        self._partial = {}
         out.extend(self.unranked.finish())
         for rank in sorted(self.by_rank):
             out.extend(_with_rank(self.by_rank[rank].finish(), rank))
@@ -179,36 +212,77 @@ class RankRouter:
         return with_stream(out, stream) if stream != "stdout" else out
 
     def _route(self, block: LineBlock, form: PrefixForm) -> list[Event]:
-        """Each run of consecutive lines of one rank, stripped, to that rank's parser."""
-        match = form.pattern.match
+        """Each run of consecutive lines of one rank, stripped, to that rank's parser; the states
+        of a rewritten line that several ranks share, to each rank's parser apart."""
+        match, mark, partial = form.pattern.match, form.partial_writes, self._partial
+        every, chosen = self.selection.every, self.selection.ranks
         out: list[Event] = []
         run: list[str] = []
         run_rank: Optional[int] = -1  # -1: no run open; None: lines without a prefix
         run_start = 0
         lines = block.text.split("\n")
         lines.pop()
-        # a line still open at the end of the last block goes on here, its prefix long behind it
-        open_no, open_rank = self._open.pop(block.stream, (None, None))
-        rank: Optional[int] = None
+        rewritten = "\r" in block.text  # one test a block: most hold no rewritten line
         for i, text in enumerate(lines):
-            m = match(text)
-            if m is not None:
-                rank = int(m.group("rank"))
+            if rewritten and "\r" in text:
+                pieces = _ranks_states(text, match)
+                if len(pieces) > 1:
+                    if run:
+                        out.extend(self._feed_run(block, run_rank, run, run_start))
+                    run, run_rank = [], -1
+                    for rank, states in pieces.items():
+                        if rank is None or every or rank in chosen:
+                            out.extend(self._feed_run(block, rank, [states], i))
+                    continue
+                ((rank, text),) = pieces.items()
             else:
-                rank = open_rank if block.first_line + i == open_no else None
+                m = match(text)
+                if m is None:
+                    rank = None
+                elif partial or (mark and text.find(mark, m.end()) >= 0):
+                    rank, text = self._writes(block, i, text, m, form)
+                else:
+                    rank = int(m.group("rank"))
+                    text = text[m.end():] if every or rank in chosen else ""  # only what a parser reads
             if rank != run_rank:
                 if run:
                     out.extend(self._feed_run(block, run_rank, run, run_start))
                 run, run_rank, run_start = [], rank, i
-            if rank is None:
+            if rank is None or every or rank in chosen:
                 run.append(text)
-            elif self.selection.includes(rank):
-                run.append(text[m.end():] if m is not None else text)
         if run:
             out.extend(self._feed_run(block, run_rank, run, run_start))
-        if block.open_line:
-            self._open[block.stream] = (block.first_line + block.count, rank)
         return out
+
+    def _writes(self, block: LineBlock, i: int, text: str, first: re.Match, form: PrefixForm) -> tuple[int, str]:
+        """A physical line of one or more launcher writes, each behind its label (``[default0]:
+        29%|##| 48/1677[default1]:{'loss': ...}``: TailLog wrote rank 0's bar before its \\r came):
+        each write but the last starts a line of its rank, or goes on with the one its rank
+        started; the last ends its rank's line. Its rank, and that whole line. Only labels like
+        the first (the same text around the rank number) count: a launcher writes one form."""
+        labels = [first]
+        if form.partial_writes:
+            shape = _around_rank(text, first)
+            labels += [m for m in form.pattern.finditer(text, first.end()) if _around_rank(text, m) == shape]
+        ends = [m.start() for m in labels[1:]] + [len(text)]
+        for m, end in zip(labels, ends):
+            rank = int(m.group("rank"))
+            key = (block.stream, rank)
+            # a write that goes on with its rank's line keeps a space after its label: the line's own
+            start = m.end() - 1 if key in self._partial and m.group(0).endswith(" ") else m.end()
+            if end < len(text):
+                self._start(block, i, rank, text[start:end])
+        held = self._partial.pop(key, None)
+        return rank, text[start:] if held is None else held[0] + text[start:]
+
+    def _start(self, block: LineBlock, i: int, rank: int, text: str) -> None:
+        """`text` starts (or goes on with) a line of `rank`: held until that rank's line ends."""
+        if not self.selection.includes(rank):
+            return
+        key = (block.stream, rank)
+        held = self._partial.get(key)
+        text = (text if held is None else held[0] + text)[:_MAX_PARTIAL]
+        self._partial[key] = (text, block.first_line + i, block.time, block.wall_time)
 
     def _feed_unranked(self, block: LineBlock) -> list[Event]:
         events = self.unranked.feed(block)
