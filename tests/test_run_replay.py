@@ -84,3 +84,13 @@ def test_replay_into_a_reader_that_stops_early_is_quiet(tmp_path):
                           shell=True, capture_output=True, timeout=60, executable="/bin/bash")
     assert proc.stdout.count(b"\n") == 1 and b'"name": "accuracy"' in proc.stdout
     assert proc.stderr == b""
+
+
+@pytest.mark.parametrize("name", ["lightning-rich.log", "keras-every-step.log", "tqdm-cr.log", "lenet-newyear.log"])
+def test_every_replayed_record_says_it_came_from_the_log(name):
+    """Records a parser releases only at the end (a Rich bar waiting for its continuation lines,
+    Keras's last epoch) are the log's like the rest: the README's `"stream": "log"` for a replay."""
+    out = subprocess.run([sys.executable, "-m", "trainvisor", "replay", str(FIXTURES / "logs" / name)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    streams = [json.loads(line)["stream"] for line in out.splitlines()]
+    assert streams and set(streams) == {"log"}
