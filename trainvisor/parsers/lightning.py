@@ -2,55 +2,78 @@
 
 - tqdm (``TQDMProgressBar``, or Lightning without rich):
   ``Epoch 1:  99%|...| 352/356 [03:04<00:02, 1.91it/s, v_num=0, train_loss=0.3, val_acc=0.227]``
-- Rich (``RichProgressBar``): ``Epoch 0/2  ━━━━ 10/10 0:00:00 • 0:00:00 21.47it/s v_num: 0.000``,
-  the logged values on the same line or, when they do not fit (always through a pipe), on
-  indented continuation lines ``val_loss: 0.511`` below it.
+- Rich (``RichProgressBar``, Lightning's own choice when rich is installed):
+  ``Epoch 0/2  ━━━━ 10/10 0:00:00 • 0:00:00 21.47it/s v_num: 0.000 val_loss: 0.511``. Rich lays the
+  bar out as one row of a table as wide as the console: when it does not fit (80 columns, every
+  pipe without COLUMNS) the cells wrap onto continuation lines below the bar, each indented, the
+  logged values in the last column (``val_loss: 0.511``, or ``train_loss:`` on one line and
+  ``0.586`` on the next), a wrapped time or rate (``0:00:00``) in the columns before it, and a
+  cell too narrow cut with ``…``. The bar and its continuation lines are read as one state:
+  the values are the words left once the bar's own columns are taken out, each on the line it
+  is on. Lines of another stream (or, in a saved log, another stream's lines between them) do
+  not end a bar's continuation.
 
-Each rendered bar is one *state* (a tqdm line rewritten with ``\\r`` holds many; this parser
-reads whichever states reach it, the final one or each). The postfix repeats the last values
-of every metric on every state, so values are reported when they change, and where Lightning
-itself files them (its ``CSVLogger`` is the reference):
+Each rendered bar is one *state* (a line rewritten with ``\\r``, or a terminal redraw, holds many;
+this parser reads whichever states reach it, the final one or each). The postfix repeats the last
+values of every metric on every state, so values are reported when they change, and where
+Lightning itself files them (its ``CSVLogger`` is the reference):
 
 - a metric whose value changes inside an epoch (before the bar's last batch) or whose name
-  ends in ``_step`` is a running value: reported on each change with ``running=True``;
+  ends in ``_step`` is a step value: reported on each change, ``running`` while the bar is
+  before its last batch (the rule of `bars.BarMetrics`: a value at the last batch is not running);
 - the other values are per-epoch values, grouped by phase (train, val, test): a group is
   reported, whole, when any of its values changes. A group that changes in the first bar
-  state after a validation bar (``Validation DataLoader 0: ...``) holds the results of that
-  validation, so it is filed at the epoch and step that were validated: when only the final
-  state of each ``\\r``-rewritten line is seen, that state already shows the next epoch's
-  number with the previous epoch's results;
+  state after a validation bar (``Validation DataLoader 0: ...``), or in a state of a later
+  epoch that is still before its last batch (a bar carries the last epoch's values into the
+  next), holds the results of the epoch before, so it is filed at that epoch and step;
 - the step is Lightning's: the 0-based index of the batch just done, counted across epochs
   (``epoch * batches + n - 1``), the ``step`` column of ``metrics.csv``.
 
 An epoch whose printed values (rounded to 3 digits by Lightning) are all identical to the
 previous epoch's cannot be told from a repeat of it, and is not reported again.
+
+Lightning's default Rich bar (``leave=False``) through a pipe prints one bar, the last epoch's,
+when training ends: the earlier epochs' values are not in the output. The parser says so once,
+with a `Notice` (`NOTICE_RICH_FINAL_ONLY`) naming the remedies, and reports the values printed.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from typing import ClassVar, NamedTuple, Optional
 
-from ..events import PHASE_TRAIN, CheckpointEvent, Metric
+from ..events import PHASE_TRAIN, CheckpointEvent, Metric, Notice
 from . import register_parser
 from .announcements import KIND_LIGHTNING, lightning_save
 from .base import LineParser
 from .common import NUMBER, NameTable, fnum, to_float
 
-__all__ = ["LightningParser"]
+__all__ = ["LightningParser", "NOTICE_RICH_FINAL_ONLY"]
+
+NOTICE_RICH_FINAL_ONLY = "lightning-rich-final-only"
+_FINAL_ONLY_MESSAGE = ("Lightning's Rich progress bar printed only the last epoch's values (through a pipe it draws "
+                       "no other epoch): run with --pty, use Lightning's TQDMProgressBar, or read its metrics.csv")
 
 _TQDM_RE = re.compile(r"Epoch (\d+):\s*\d+%\|[^|]*\|\s*(\d+)/(\d+) \[[^,\]]*(?:,[^,\]]*it/s|,[^,\]]*s/it)?(.*)\]")
 _TQDM_KV_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")(?![\w.])")
-_RICH_RE = re.compile(r"^\s*Epoch (\d+)/\d+ +[━╸╺]* *(\d+)/(\d+|\?) (.*)$")
-_RICH_KV_RE = re.compile(r"(?<![\w.@/-])([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?![\w.])")
-_RICH_MORE_RE = re.compile(r"^ {4,}[A-Za-z_][\w./@-]*: \S")
+_RICH_RE = re.compile(r"^\s*Epoch (\d+)/(\d+) +[━╸╺]* *(\d+)/(\d+|\?)(?: (.*))?$")
+# The words of a Rich bar's row that are no logged value: times, the separator, the rate, the bar,
+# a count, and any word a narrow cell cut with an ellipsis.
+_RICH_CHROME_RE = re.compile(r"(?<!\S)(?:[\d-]+:[\d-]{2}:[\d-]{2}|•|(?:[\d.]+|\?)(?:it/s|s/it)|[━╸╺]+"
+                             r"|\d+/(?:\d+|\?)|\S*…\S*)(?!\S)")
+_RICH_WORDS_RE = re.compile(r"^(?:\s*(?:[A-Za-z_][\w./@-]*:|" + NUMBER + r")(?!\S))*\s*$")
+_RICH_KV_RE = re.compile(r"(?<!\S)([A-Za-z_][\w./@-]*): +(" + NUMBER + r")(?!\S)")
 # Lightning's own validation bars (tqdm, Rich), not a program's "Validation loss: ..." print
 _VALIDATION_RE = re.compile(r"^\s*Validation(?: DataLoader \d+)?(?::\s*(?:\d+%)?\||\s+[━╸╺])")
 _SKIP = frozenset({"v_num"})
 _SEEN_LIMIT = 4096
+# Lines that may come between a Rich bar and its last continuation line in a saved log (another
+# stream's lines: `Trainer.fit` stopped, a warning); past these the bar is complete.
+_FOREIGN_LIMIT = 8
 
 
 class _BarState(NamedTuple):
-    """One rendered Lightning bar: the epoch and batch it shows and its (key, text) pairs."""
+    """One rendered Lightning bar: the epoch and batch it shows, its (key, text, line) values."""
 
     epoch: int
     n: int
@@ -58,7 +81,8 @@ class _BarState(NamedTuple):
     pairs: list
     line: int
     wall_time: float
-    carries_over: bool  # a tqdm bar: a new epoch's first states still show the last epoch's values
+    stream: str
+    last_epoch: Optional[int]  # a Rich bar's "Epoch 2/2": the last epoch the training runs (None: tqdm)
 
     @property
     def step(self) -> Optional[int]:
@@ -71,6 +95,38 @@ class _Validated(NamedTuple):
 
     epoch: int
     step: Optional[int]
+
+
+class _RichRow:
+    """A Rich bar's first line and the continuation lines read so far (one per stream)."""
+
+    __slots__ = ("head", "texts", "lines", "foreign")
+
+    def __init__(self, head: _BarState, rest: str) -> None:
+        self.head = head
+        self.texts = [_RICH_CHROME_RE.sub(" ", rest)] if rest else []
+        self.lines = [head.line] if rest else []
+        self.foreign = 0  # lines since the bar that were not its continuation
+
+    def continues(self, text: str, number: int) -> bool:
+        """Whether `text` (indented) is a continuation line of this bar; if so it is kept."""
+        words = _RICH_CHROME_RE.sub(" ", text)
+        if _RICH_WORDS_RE.match(words) is None:
+            return False
+        self.texts.append(words)
+        self.lines.append(number)
+        return True
+
+    def state(self) -> _BarState:
+        """The bar with the values of all its lines, each with the line it is on."""
+        starts, offset = [], 0
+        for text in self.texts:
+            starts.append(offset)
+            offset += len(text) + 1
+        joined = " ".join(self.texts)
+        pairs = [(m.group(1), m.group(2), self.lines[bisect_right(starts, m.start(2)) - 1])
+                 for m in _RICH_KV_RE.finditer(joined)]
+        return self.head._replace(pairs=pairs)
 
 
 @register_parser
@@ -88,87 +144,119 @@ class LightningParser(LineParser):
         self._groups: dict[str, tuple] = {}  # phase -> the per-epoch values last reported
         self._bar: Optional[_BarState] = None  # the last bar state read
         self._validated: Optional[_Validated] = None  # a validation bar since that state
-        self._pending: Optional[_BarState] = None  # a Rich bar waiting for its continuation lines
-        self._last_pairs: list = []  # the (key, text) pairs of the last state read
+        self._rows: dict[str, _RichRow] = {}  # stream -> its Rich bar waiting for continuation lines
+        self._last_values: list = []  # the (key, text) values of the last state read
+        self._stream = "stdout"  # the stream of the block being read
 
     def feed(self, block):
         text = block.text
-        if self._pending is None and "Epoch " not in text and "Validation" not in text:
+        self._stream = block.stream
+        if block.stream not in self._rows and "Epoch " not in text and "Validation" not in text:
             return []
         return super().feed(block)
 
     def finish(self):
-        return self._flush()
+        out = []
+        for stream in sorted(self._rows):
+            out.extend(self._flush(stream))
+        return out
 
     def parse_line(self, text, number, wall_time):
+        stream = self._stream
+        row = self._rows.get(stream)
+        if row is not None and text.startswith("    ") and row.continues(text, number):
+            return None
         if "saving model to " in text:  # ModelCheckpoint(verbose=True): printed before the file is written
             saved = lightning_save(text)
             if saved is not None:
                 epoch = None if saved.epoch is None else fnum(saved.epoch)
-                return self._flush() + [CheckpointEvent(saved.path, KIND_LIGHTNING, saved.iteration, epoch,
-                                                        number, wall_time)]
+                return self._flush(stream) + [CheckpointEvent(saved.path, KIND_LIGHTNING, saved.iteration, epoch,
+                                                              number, wall_time, stream)]
         if "Epoch " in text:
-            if "%|" in text:
-                m = _TQDM_RE.search(text)
-                if m is not None:
-                    state = _BarState(int(m.group(1)), int(m.group(2)), int(m.group(3)),
-                                      _TQDM_KV_RE.findall(m.group(4)), number, wall_time, True)
-                    return self._flush() + self._read(state)
-            m = _RICH_RE.match(text)
-            if m is not None:
-                out = self._flush()
-                total = int(m.group(3)) if m.group(3) != "?" else None
-                self._pending = _BarState(int(m.group(1)), int(m.group(2)), total,
-                                          _RICH_KV_RE.findall(m.group(4)), number, wall_time, False)
+            out = self._bar_line(text, number, wall_time, stream)
+            if out is not None:
                 return out
         out = None
-        if self._pending is not None:
-            if _RICH_MORE_RE.match(text):
-                self._pending.pairs.extend(_RICH_KV_RE.findall(text))
-                return None
-            out = self._flush()
-        if "Validation" in text and self._bar is not None and _VALIDATION_RE.match(text):
-            self._validated = _Validated(self._bar.epoch, self._bar.step)
+        if row is not None:
+            row.foreign += 1
+            if row.foreign > _FOREIGN_LIMIT:
+                out = self._flush(stream)
+        if "Validation" in text and _VALIDATION_RE.match(text):
+            out = (out or []) + self._flush(stream)  # a Rich display's validation row comes after the bar's
+            if self._bar is not None:
+                self._validated = _Validated(self._bar.epoch, self._bar.step)
         return out
 
-    def _flush(self) -> list[Metric]:
-        """The Rich bar held for continuation lines, now complete."""
-        state, self._pending = self._pending, None
-        return self._read(state) if state is not None else []
+    def _bar_line(self, text: str, number: int, wall_time: float, stream: str) -> Optional[list]:
+        """Events of an epoch bar's (first) line; None when `text` is no such line."""
+        if "%|" in text:
+            m = _TQDM_RE.search(text)
+            if m is not None:
+                pairs = [(k, v, number) for k, v in _TQDM_KV_RE.findall(m.group(4))]
+                state = _BarState(int(m.group(1)), int(m.group(2)), int(m.group(3)), pairs, number, wall_time,
+                                  stream, None)
+                return self._flush(stream) + self._read(state)
+        m = _RICH_RE.match(text)
+        if m is None:
+            return None
+        out = self._flush(stream)
+        total = int(m.group(4)) if m.group(4) != "?" else None
+        head = _BarState(int(m.group(1)), int(m.group(3)), total, [], number, wall_time, stream, int(m.group(2)))
+        self._rows[stream] = _RichRow(head, m.group(5) or "")
+        return out
 
-    def _read(self, state: _BarState) -> list[Metric]:
-        """Metrics for the values of one bar state that are new (see the module's docstring)."""
+    def _flush(self, stream: str) -> list:
+        """The Rich bar of `stream` held for continuation lines, now complete."""
+        row = self._rows.pop(stream, None)
+        return self._read(row.state()) if row is not None else []
+
+    def _final_only(self, state: _BarState) -> list:
+        """The Notice when the first bar read is a Rich bar's last epoch, finished: printed at the
+        end through a pipe, so no earlier epoch's values are in the output."""
+        if (self._bar is None and state.last_epoch is not None and 0 < state.epoch == state.last_epoch
+                and state.total is not None and state.n >= state.total):
+            return [Notice(NOTICE_RICH_FINAL_ONLY, _FINAL_ONLY_MESSAGE, state.line, state.wall_time, state.stream)]
+        return []
+
+    def _read(self, state: _BarState) -> list:
+        """Events for the values of one bar state that are new (see the module's docstring)."""
+        out = self._final_only(state)
         validated, self._validated = self._validated, None
         previous, self._bar = self._bar, state
-        if validated is None and state.carries_over and previous is not None and previous.epoch < state.epoch:
+        before_last_batch = state.total is not None and state.n < state.total
+        # A later epoch's bar carries the last epoch's values until its own are in: a tqdm line's
+        # states, or a Rich display's redraws before its last batch (a Rich bar at its last batch
+        # after one of an earlier epoch is the final bar printed through a pipe: its own values).
+        if (validated is None and previous is not None and previous.epoch < state.epoch
+                and (state.last_epoch is None or before_last_batch)):
             validated = _Validated(previous.epoch, previous.step)
-        if state.pairs == self._last_pairs:  # most states of a bar repeat the last one's values
-            return []
-        self._last_pairs = state.pairs
+        values = [(key, raw) for key, raw, _ in state.pairs]
+        if values == self._last_values:  # most states of a bar repeat the last one's values
+            return out
+        self._last_values = values
         if len(self._seen) > _SEEN_LIMIT:
             self._seen.clear()
-        inside_epoch = validated is None and state.total is not None and state.n < state.total
-        out: list[Metric] = []
+        running = validated is None and before_last_batch
         groups: dict[str, list] = {}
-        for key, raw in state.pairs:
+        for key, raw, line in state.pairs:
             value = to_float(raw)
             if value is None or key in _SKIP:
                 continue
             changed = self._seen.get(key) != value
             self._seen[key] = value
             name, phase = self._names(key)
-            if phase == PHASE_TRAIN and (key in self._stepwise or key.endswith("_step") or (changed and inside_epoch)):
+            if phase == PHASE_TRAIN and (key in self._stepwise or key.endswith("_step") or (changed and running)):
                 self._stepwise.add(key)
                 if changed:
                     out.append(Metric(name, value, state.step, phase, None, None, fnum(state.epoch),
-                                      state.wall_time, state.line, running=True))
+                                      state.wall_time, line, state.stream, None, running))
             else:
-                groups.setdefault(phase, []).append((name, value))
+                groups.setdefault(phase, []).append((name, value, line))
         filed = validated or _Validated(state.epoch, state.step)
         for phase, members in groups.items():
-            signature = tuple(members)
+            signature = tuple((name, value) for name, value, _ in members)
             if self._groups.get(phase) != signature:
                 self._groups[phase] = signature
                 out.extend(Metric(name, value, filed.step, phase, None, None, fnum(filed.epoch), state.wall_time,
-                                  state.line) for name, value in members)
+                                  line, state.stream) for name, value, line in members)
         return out
