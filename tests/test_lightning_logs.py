@@ -25,7 +25,7 @@ from trainvisor.events import Metric, Notice
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.lightning import NOTICE_RICH_FINAL_ONLY
 
-from .parsing_helpers import FIXTURES, chunks, feed_pieces, parse_file
+from .parsing_helpers import FIXTURES, chunks, feed_pieces, parse_file, parse_text
 
 WRAPPED, FINAL_ONLY, PTY = (FIXTURES / n for n in (
     "lightning-rich-60-12.log", "lightning-default-80-12.log", "lightning-rich-pty-80.log"))
@@ -110,3 +110,13 @@ def test_live_equals_replay(path, chunk):
     whole = chunked(path, 1 << 30)
     assert len(whole) == (4 if path == FINAL_ONLY else 36 if path == WRAPPED else 9)
     assert chunked(path, chunk) == whole
+
+
+def test_a_programs_own_indented_line_after_a_bar_and_another_line_is_not_the_bars():
+    # after a line that is not the bar's, a continuation is only a line as wide as the bar (Rich pads them)
+    text = FINAL_ONLY.read_bytes().decode("utf-8").replace(
+        "`Trainer.fit` stopped: `max_epochs=12` reached.\n",
+        "`Trainer.fit` stopped: `max_epochs=12` reached.\n    lr: 0.1\n")
+    events = parse_text(text, "lightning")
+    assert [(e.name, e.phase, e.value) for e in metrics(events)] == [
+        ("loss", "val", 0.366), ("acc", "val", 0.885), ("loss", "train", 0.331)]

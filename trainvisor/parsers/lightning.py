@@ -11,7 +11,9 @@
   cell too narrow cut with ``…``. The bar and its continuation lines are read as one state:
   the values are the words left once the bar's own columns are taken out, each on the line it
   is on. Lines of another stream (or, in a saved log, another stream's lines between them) do
-  not end a bar's continuation.
+  not end a bar's continuation; after such a line, a continuation line must be as wide as the
+  bar's first line (Rich pads every line of the row to the table's width), so that a program's
+  own indented ``lr: 0.1`` printed after a bar is not read as the bar's.
 
 Each rendered bar is one *state* (a line rewritten with ``\\r``, or a terminal redraw, holds many;
 this parser reads whichever states reach it, the final one or each). The postfix repeats the last
@@ -100,16 +102,19 @@ class _Validated(NamedTuple):
 class _RichRow:
     """A Rich bar's first line and the continuation lines read so far (one per stream)."""
 
-    __slots__ = ("head", "texts", "lines", "foreign")
+    __slots__ = ("head", "width", "texts", "lines", "foreign")
 
-    def __init__(self, head: _BarState, rest: str) -> None:
+    def __init__(self, head: _BarState, width: int, rest: str) -> None:
         self.head = head
+        self.width = width  # the first line's: every line of the row is padded to it
         self.texts = [_RICH_CHROME_RE.sub(" ", rest)] if rest else []
         self.lines = [head.line] if rest else []
         self.foreign = 0  # lines since the bar that were not its continuation
 
     def continues(self, text: str, number: int) -> bool:
         """Whether `text` (indented) is a continuation line of this bar; if so it is kept."""
+        if self.foreign and len(text) != self.width:
+            return False
         words = _RICH_CHROME_RE.sub(" ", text)
         if _RICH_WORDS_RE.match(words) is None:
             return False
@@ -202,7 +207,7 @@ class LightningParser(LineParser):
         out = self._flush(stream)
         total = int(m.group(4)) if m.group(4) != "?" else None
         head = _BarState(int(m.group(1)), int(m.group(3)), total, [], number, wall_time, stream, int(m.group(2)))
-        self._rows[stream] = _RichRow(head, m.group(5) or "")
+        self._rows[stream] = _RichRow(head, len(text), m.group(5) or "")
         return out
 
     def _flush(self, stream: str) -> list:
