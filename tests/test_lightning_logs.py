@@ -55,15 +55,20 @@ def assert_each_value_on_its_line(path, events) -> None:
     assert all(f"{e.value:.3f}" in lines[e.line - 1] for e in events)
 
 
-@pytest.mark.parametrize("parser", ["auto", "lightning"])
-def test_a_row_wrapped_at_60_columns_gives_every_epoch_once_each_value_on_its_line(parser):
-    chosen, events = parse_file(WRAPPED, parser)
+def assert_every_epoch_once(path, parser: str, want: list) -> list:
+    """The parser `auto` chooses (or `parser`) gives `want`, finished values each on its line; its metrics."""
+    chosen, events = parse_file(path, parser)
     assert getattr(chosen, "chosen", "lightning") == "lightning"
     got = metrics(events)
-    assert [(e.name, e.phase, e.epoch, e.iteration, e.value) for e in got] == rows(
-        VAL_LOSS_12, VAL_ACC_12, TRAIN_LOSS_12, 4)
-    assert not any(e.running for e in got) and not [e for e in events if type(e) is Notice]
-    assert_each_value_on_its_line(WRAPPED, got)
+    assert [(e.name, e.phase, e.epoch, e.iteration, e.value) for e in got] == want
+    assert not any(e.running for e in got)
+    assert_each_value_on_its_line(path, got)
+    return got
+
+
+@pytest.mark.parametrize("parser", ["auto", "lightning"])
+def test_a_row_wrapped_at_60_columns_gives_every_epoch_once_each_value_on_its_line(parser):
+    got = assert_every_epoch_once(WRAPPED, parser, rows(VAL_LOSS_12, VAL_ACC_12, TRAIN_LOSS_12, 4))
     # the values are on the even continuation lines of each 8-line row: 0.592 on line 8 (bar on 5)
     assert [e.line for e in got[:3]] == [8, 10, 12]
 
@@ -87,13 +92,7 @@ def test_a_bar_whose_run_printed_every_epoch_gives_no_notice():
 
 @pytest.mark.parametrize("parser", ["auto", "lightning"])
 def test_a_wrapped_row_redrawn_on_a_terminal_gives_every_epoch_once(parser):
-    chosen, events = parse_file(PTY, parser)
-    assert getattr(chosen, "chosen", "lightning") == "lightning"
-    got = metrics(events)
-    assert [(e.name, e.phase, e.epoch, e.iteration, e.value) for e in got] == rows(
-        VAL_LOSS_3, VAL_ACC_3, TRAIN_LOSS_3, 10)
-    assert not any(e.running for e in got)
-    assert_each_value_on_its_line(PTY, got)
+    assert_every_epoch_once(PTY, parser, rows(VAL_LOSS_3, VAL_ACC_3, TRAIN_LOSS_3, 10))
 
 
 def chunked(path, chunk: int) -> list:
