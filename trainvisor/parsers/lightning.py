@@ -41,7 +41,6 @@ with a `Notice` (`NOTICE_RICH_FINAL_ONLY`) naming the remedies, and reports the 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from typing import ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, CheckpointEvent, Metric, Notice
@@ -49,6 +48,8 @@ from . import register_parser
 from .announcements import KIND_LIGHTNING, lightning_save
 from .base import LineParser
 from .common import NUMBER, NameTable, fnum, to_float
+
+_new_tuple = tuple.__new__
 
 __all__ = ["LightningParser", "NOTICE_RICH_FINAL_ONLY"]
 
@@ -59,12 +60,12 @@ _FINAL_ONLY_MESSAGE = ("Lightning's Rich progress bar printed only the last epoc
 _TQDM_RE = re.compile(r"Epoch (\d+):\s*\d+%\|[^|]*\|\s*(\d+)/(\d+) \[[^,\]]*(?:,[^,\]]*it/s|,[^,\]]*s/it)?(.*)\]")
 _TQDM_KV_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")(?![\w.])")
 _RICH_RE = re.compile(r"^\s*Epoch (\d+)/(\d+) +[━╸╺]* *(\d+)/(\d+|\?)(?: (.*))?$")
-# The words of a Rich bar's row that are no logged value: times, the separator, the rate, the bar,
-# a count, and any word a narrow cell cut with an ellipsis.
-_RICH_CHROME_RE = re.compile(r"(?<!\S)(?:[\d-]+:[\d-]{2}:[\d-]{2}|•|(?:[\d.]+|\?)(?:it/s|s/it)|[━╸╺]+"
-                             r"|\d+/(?:\d+|\?)|\S*…\S*)(?!\S)")
-_RICH_WORDS_RE = re.compile(r"^(?:\s*(?:[A-Za-z_][\w./@-]*:|" + NUMBER + r")(?!\S))*\s*$")
-_RICH_KV_RE = re.compile(r"(?<!\S)([A-Za-z_][\w./@-]*): +(" + NUMBER + r")(?!\S)")
+# The words of a Rich bar's row: a value's name (`val_loss:`), a number, or the bar's own columns
+# (times, the separator, the rate, the bar, a count, and any word a narrow cell cut with `…`).
+_NAME, _NUMBER, _CHROME = 1, 2, 3
+_RICH_WORD_RE = re.compile(r"(?P<name>[A-Za-z_][\w./@-]*:)|(?P<number>" + NUMBER + r")"
+                           r"|(?:[\d-]+:[\d-]{2}:[\d-]{2}|•|(?:[\d.]+|\?)(?:it/s|s/it)|[━╸╺]+|\d+/(?:\d+|\?)|.*….*)")
+_WORD_KINDS: dict[str, Optional[int]] = {}  # word -> its kind (None: no word of a bar), bounded
 # Lightning's own validation bars (tqdm, Rich), not a program's "Validation loss: ..." print
 _VALIDATION_RE = re.compile(r"^\s*Validation(?: DataLoader \d+)?(?::\s*(?:\d+%)?\||\s+[━╸╺])")
 _SKIP = frozenset({"v_num"})
@@ -75,12 +76,14 @@ _FOREIGN_LIMIT = 8
 
 
 class _BarState(NamedTuple):
-    """One rendered Lightning bar: the epoch and batch it shows, its (key, text, line) values."""
+    """One rendered Lightning bar: the epoch and batch it shows, its (key, text) values and the
+    line each is on (`lines`; None: all on the bar's `line`)."""
 
     epoch: int
     n: int
     total: Optional[int]
     pairs: list
+    lines: Optional[list]
     line: int
     wall_time: float
     stream: str
@@ -99,39 +102,54 @@ class _Validated(NamedTuple):
     step: Optional[int]
 
 
+def _word_kind(word: str) -> Optional[int]:
+    kind = _WORD_KINDS.get(word, 0)
+    if kind == 0:
+        m = _RICH_WORD_RE.fullmatch(word)
+        kind = None if m is None else _NAME if m.group("name") else _NUMBER if m.group("number") else _CHROME
+        if len(_WORD_KINDS) >= _SEEN_LIMIT:
+            _WORD_KINDS.clear()
+        _WORD_KINDS[word] = kind
+    return kind
+
+
 class _RichRow:
     """A Rich bar's first line and the continuation lines read so far (one per stream)."""
 
-    __slots__ = ("head", "width", "texts", "lines", "foreign")
+    __slots__ = ("head", "width", "words", "foreign")
 
     def __init__(self, head: _BarState, width: int, rest: str) -> None:
         self.head = head
         self.width = width  # the first line's: every line of the row is padded to it
-        self.texts = [_RICH_CHROME_RE.sub(" ", rest)] if rest else []
-        self.lines = [head.line] if rest else []
+        self.words = self._words(rest, head.line)  # (word, kind, line)
         self.foreign = 0  # lines since the bar that were not its continuation
 
     def continues(self, text: str, number: int) -> bool:
-        """Whether `text` (indented) is a continuation line of this bar; if so it is kept."""
+        """Whether `text` (indented) is a continuation line of this bar: all its words are a
+        bar's (a wrapped value or column); if so they are kept."""
         if self.foreign and len(text) != self.width:
             return False
-        words = _RICH_CHROME_RE.sub(" ", text)
-        if _RICH_WORDS_RE.match(words) is None:
+        words = self._words(text, number)
+        if any(kind is None for _, kind, _ in words):
             return False
-        self.texts.append(words)
-        self.lines.append(number)
+        self.words.extend(words)
         return True
 
+    @staticmethod
+    def _words(text: str, line: int) -> list:
+        kinds = _WORD_KINDS
+        return [(w, k if (k := kinds.get(w, 0)) != 0 else _word_kind(w), line) for w in text.split()]
+
     def state(self) -> _BarState:
-        """The bar with the values of all its lines, each with the line it is on."""
-        starts, offset = [], 0
-        for text in self.texts:
-            starts.append(offset)
-            offset += len(text) + 1
-        joined = " ".join(self.texts)
-        pairs = [(m.group(1), m.group(2), self.lines[bisect_right(starts, m.start(2)) - 1])
-                 for m in _RICH_KV_RE.finditer(joined)]
-        return self.head._replace(pairs=pairs)
+        """The bar with the values of all its lines (a name, then a number, the bar's own columns
+        left out), each with the line its number is on."""
+        values = [word for word in self.words if word[1] != _CHROME]
+        pairs, lines = [], []
+        for (name, kind, _), (raw, next_kind, line) in zip(values, values[1:]):
+            if kind == _NAME and next_kind == _NUMBER:
+                pairs.append((name[:-1], raw))
+                lines.append(line)
+        return _new_tuple(_BarState, self.head[:3] + (pairs, lines) + self.head[5:])
 
 
 @register_parser
@@ -150,7 +168,7 @@ class LightningParser(LineParser):
         self._bar: Optional[_BarState] = None  # the last bar state read
         self._validated: Optional[_Validated] = None  # a validation bar since that state
         self._rows: dict[str, _RichRow] = {}  # stream -> its Rich bar waiting for continuation lines
-        self._last_values: list = []  # the (key, text) values of the last state read
+        self._last_pairs: list = []  # the (key, text) values of the last state read
         self._stream = "stdout"  # the stream of the block being read
 
     def feed(self, block):
@@ -197,16 +215,15 @@ class LightningParser(LineParser):
         if "%|" in text:
             m = _TQDM_RE.search(text)
             if m is not None:
-                pairs = [(k, v, number) for k, v in _TQDM_KV_RE.findall(m.group(4))]
-                state = _BarState(int(m.group(1)), int(m.group(2)), int(m.group(3)), pairs, number, wall_time,
-                                  stream, None)
+                state = _BarState(int(m.group(1)), int(m.group(2)), int(m.group(3)),
+                                  _TQDM_KV_RE.findall(m.group(4)), None, number, wall_time, stream, None)
                 return self._flush(stream) + self._read(state)
         m = _RICH_RE.match(text)
         if m is None:
             return None
         out = self._flush(stream)
         total = int(m.group(4)) if m.group(4) != "?" else None
-        head = _BarState(int(m.group(1)), int(m.group(3)), total, [], number, wall_time, stream, int(m.group(2)))
+        head = _BarState(int(m.group(1)), int(m.group(3)), total, [], None, number, wall_time, stream, int(m.group(2)))
         self._rows[stream] = _RichRow(head, len(text), m.group(5) or "")
         return out
 
@@ -215,17 +232,18 @@ class LightningParser(LineParser):
         row = self._rows.pop(stream, None)
         return self._read(row.state()) if row is not None else []
 
-    def _final_only(self, state: _BarState) -> list:
-        """The Notice when the first bar read is a Rich bar's last epoch, finished: printed at the
-        end through a pipe, so no earlier epoch's values are in the output."""
-        if (self._bar is None and state.last_epoch is not None and 0 < state.epoch == state.last_epoch
+    @staticmethod
+    def _final_only(state: _BarState) -> list:
+        """The Notice when the first bar read (`state`) is a Rich bar's last epoch, finished: printed
+        at the end through a pipe, so no earlier epoch's values are in the output."""
+        if (state.last_epoch is not None and 0 < state.epoch == state.last_epoch
                 and state.total is not None and state.n >= state.total):
             return [Notice(NOTICE_RICH_FINAL_ONLY, _FINAL_ONLY_MESSAGE, state.line, state.wall_time, state.stream)]
         return []
 
     def _read(self, state: _BarState) -> list:
         """Events for the values of one bar state that are new (see the module's docstring)."""
-        out = self._final_only(state)
+        out = self._final_only(state) if self._bar is None else []
         validated, self._validated = self._validated, None
         previous, self._bar = self._bar, state
         before_last_batch = state.total is not None and state.n < state.total
@@ -235,15 +253,16 @@ class LightningParser(LineParser):
         if (validated is None and previous is not None and previous.epoch < state.epoch
                 and (state.last_epoch is None or before_last_batch)):
             validated = _Validated(previous.epoch, previous.step)
-        values = [(key, raw) for key, raw, _ in state.pairs]
-        if values == self._last_values:  # most states of a bar repeat the last one's values
+        if state.pairs == self._last_pairs:  # most states of a bar repeat the last one's values
             return out
-        self._last_values = values
+        self._last_pairs = state.pairs
         if len(self._seen) > _SEEN_LIMIT:
             self._seen.clear()
         running = validated is None and before_last_batch
         groups: dict[str, list] = {}
-        for key, raw, line in state.pairs:
+        lines = state.lines
+        for i, (key, raw) in enumerate(state.pairs):
+            line = lines[i] if lines else state.line
             value = to_float(raw)
             if value is None or key in _SKIP:
                 continue
