@@ -40,6 +40,12 @@ _ANSI_RE = re.compile(
 # The CSI sequences carried out: cursor up/down/forward/back, next/previous line, to a column,
 # erase in line. `split` gives text, parameter, final letter, text, ...
 _CONTROL_RE = re.compile(r"\x1b\[(\d*)([A-GK])")
+# The escapes that are only removed: `_ANSI_RE` but the sequences carried out.
+_OTHER_ANSI_RE = re.compile(
+    r"\x1b\[(?!\d*[A-GK])[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b\r\n]*(?:\x07|\x1b\\)?"
+    r"|\x1b[@-Z\\-_]"
+)
 
 
 def clean_text(text: str) -> str:
@@ -48,9 +54,9 @@ def clean_text(text: str) -> str:
     erases or moves the cursor is rendered as `OpenLine` renders it (its states, ``\\r``
     between them), so a line gives the same states whichever way the splitter reads it."""
     if "\x1b" in text:
-        if _CONTROL_RE.search(text) is not None:
+        text = _OTHER_ANSI_RE.sub("", text)
+        if "\x1b" in text:  # a sequence carried out (or a stray ESC)
             return "\n".join(render(line) if "\x1b" in line or "\b" in line else line for line in text.split("\n"))
-        text = _ANSI_RE.sub("", text)
     if "\b" in text:
         text = "\n".join(overwrite("", line) if "\b" in line else line for line in text.split("\n"))
     return text
@@ -135,16 +141,31 @@ class OpenLine:
         """`text`: decoded segments separated by ``\\r``, each followed by a ``\\r`` or the line end:
         each is written from column 0 and the row is captured after it."""
         if "\x1b" in text:
-            if _CONTROL_RE.search(text) is not None:
-                for seg in text.split("\r"):
-                    self._render(seg, True)
+            text = _OTHER_ANSI_RE.sub("", text)
+            if "\x1b" in text:  # a sequence carried out (or a stray ESC)
+                self._write_mixed(text.split("\r"))
                 return
-            text = _ANSI_RE.sub("", text)
+        self._write_plain(text.split("\r"), "\b" not in text)
+
+    def _write_mixed(self, segments: list[str]) -> None:
+        """Segments some of which erase or move the cursor: those through `_render`, runs of the
+        others through the fast loop (both give the same row and states for a plain segment)."""
+        start = 0
+        for i, seg in enumerate(segments):
+            if "\x1b" in seg:
+                if start < i:
+                    self._write_plain(segments[start:i], False)
+                self._render(seg, True)
+                start = i + 1
+        if start < len(segments):
+            self._write_plain(segments[start:], False)
+
+    def _write_plain(self, segments: list[str], plain: bool) -> None:
+        """Segments without escapes (`plain`: nor backspaces), each written from column 0."""
         screen, last, states, size, budget = self.screen, self.last, self.states, self.size, self.budget
-        plain = "\b" not in text
         width = len(screen)
         append = states.append
-        for seg in text.split("\r"):
+        for seg in segments:
             n = len(seg)  # the columns this rewrite reaches (at most, with \b)
             row = (seg + screen[n:] if n < width else seg) if plain else overwrite(screen, seg)
             if row == screen:
@@ -162,10 +183,12 @@ class OpenLine:
 
     def write_uncaptured(self, text: str) -> None:
         """A cut segment: it is shown, and captured only when the line ends (`capture`)."""
-        if "\x1b" in text and _CONTROL_RE.search(text) is not None:
+        if "\x1b" in text:
+            text = _OTHER_ANSI_RE.sub("", text)
+        if "\x1b" in text:
             self._render(text, False)
         else:
-            self.screen = overwrite(self.screen, _ANSI_RE.sub("", text) if "\x1b" in text else text)
+            self.screen = overwrite(self.screen, text)
 
     def capture(self) -> None:
         screen = self.screen
