@@ -103,6 +103,8 @@ class _Validated(NamedTuple):
 
 
 def _word_kind(word: str) -> Optional[int]:
+    """`_NAME`, `_NUMBER`, `_CHROME`, or None for a word no bar prints. A bar's words repeat from
+    state to state (names, times, the separator), so each is classified once."""
     kind = _WORD_KINDS.get(word, 0)
     if kind == 0:
         m = _RICH_WORD_RE.fullmatch(word)
