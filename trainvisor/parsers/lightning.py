@@ -41,6 +41,7 @@ with a `Notice` (`NOTICE_RICH_FINAL_ONLY`) naming the remedies, and reports the 
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from typing import ClassVar, NamedTuple, Optional
 
 from ..events import PHASE_TRAIN, CheckpointEvent, Metric, Notice
@@ -66,6 +67,8 @@ _NAME, _NUMBER, _CHROME = 1, 2, 3
 _RICH_WORD_RE = re.compile(r"(?P<name>[A-Za-z_][\w./@-]*:)|(?P<number>" + NUMBER + r")"
                            r"|(?:[\d-]+:[\d-]{2}:[\d-]{2}|•|(?:[\d.]+|\?)(?:it/s|s/it)|[━╸╺]+|\d+/(?:\d+|\?)|.*….*)")
 _WORD_KINDS: dict[str, Optional[int]] = {}  # word -> its kind (None: no word of a bar), bounded
+# The values of a bar's line alone (no continuation line): the same pairs, found in one pass.
+_RICH_KV_RE = re.compile(r"(?<!\S)([A-Za-z_][\w./@-]*): (" + NUMBER + r")(?!\S)")
 # Lightning's own validation bars (tqdm, Rich), not a program's "Validation loss: ..." print
 _VALIDATION_RE = re.compile(r"^\s*Validation(?: DataLoader \d+)?(?::\s*(?:\d+%)?\||\s+[━╸╺])")
 _SKIP = frozenset({"v_num"})
@@ -118,12 +121,13 @@ def _word_kind(word: str) -> Optional[int]:
 class _RichRow:
     """A Rich bar's first line and the continuation lines read so far (one per stream)."""
 
-    __slots__ = ("head", "width", "words", "foreign")
+    __slots__ = ("head", "width", "rest", "words", "foreign")
 
     def __init__(self, head: _BarState, width: int, rest: str) -> None:
         self.head = head
         self.width = width  # the first line's: every line of the row is padded to it
-        self.words = self._words(rest, head.line)  # (word, kind, line)
+        self.rest = rest  # the first line after the count
+        self.words: Optional[list] = None  # (word, kind, line) of all lines, once a continuation came
         self.foreign = 0  # lines since the bar that were not its continuation
 
     def continues(self, text: str, number: int) -> bool:
@@ -134,6 +138,8 @@ class _RichRow:
         words = self._words(text, number)
         if any(kind is None for _, kind, _ in words):
             return False
+        if self.words is None:
+            self.words = self._words(self.rest, self.head.line)
         self.words.extend(words)
         return True
 
@@ -145,6 +151,8 @@ class _RichRow:
     def state(self) -> _BarState:
         """The bar with the values of all its lines (a name, then a number, the bar's own columns
         left out), each with the line its number is on."""
+        if self.words is None:  # the bar's line alone (a wide console; most redraws on a terminal)
+            return _new_tuple(_BarState, self.head[:3] + (_RICH_KV_RE.findall(self.rest), None) + self.head[5:])
         values = [word for word in self.words if word[1] != _CHROME]
         pairs, lines = [], []
         for (name, kind, _), (raw, next_kind, line) in zip(values, values[1:]):
@@ -198,7 +206,11 @@ class LightningParser(LineParser):
                 return self._flush(stream) + [CheckpointEvent(saved.path, KIND_LIGHTNING, saved.iteration, epoch,
                                                               number, wall_time, stream)]
         if "Epoch " in text:
-            out = self._bar_line(text, number, wall_time, stream)
+            if "%|" in text and (m := _TQDM_RE.search(text)) is not None:
+                state = _new_tuple(_BarState, (int(m.group(1)), int(m.group(2)), int(m.group(3)),
+                                               _TQDM_KV_RE.findall(m.group(4)), None, number, wall_time, stream, None))
+                return self._read(state) if row is None else self._flush(stream) + self._read(state)
+            out = self._rich_bar(text, number, wall_time, stream)
             if out is not None:
                 return out
         out = None
@@ -212,14 +224,9 @@ class LightningParser(LineParser):
                 self._validated = _Validated(self._bar.epoch, self._bar.step)
         return out
 
-    def _bar_line(self, text: str, number: int, wall_time: float, stream: str) -> Optional[list]:
-        """Events of an epoch bar's (first) line; None when `text` is no such line."""
-        if "%|" in text:
-            m = _TQDM_RE.search(text)
-            if m is not None:
-                state = _BarState(int(m.group(1)), int(m.group(2)), int(m.group(3)),
-                                  _TQDM_KV_RE.findall(m.group(4)), None, number, wall_time, stream, None)
-                return self._flush(stream) + self._read(state)
+    def _rich_bar(self, text: str, number: int, wall_time: float, stream: str) -> Optional[list]:
+        """A Rich bar's first line: held for its continuation lines (the events of the bar it
+        completes); None when `text` is no such line."""
         m = _RICH_RE.match(text)
         if m is None:
             return None
@@ -245,44 +252,53 @@ class LightningParser(LineParser):
 
     def _read(self, state: _BarState) -> list:
         """Events for the values of one bar state that are new (see the module's docstring)."""
-        out = self._final_only(state) if self._bar is None else []
+        previous = self._bar
+        out = self._final_only(state) if previous is None else []
         validated, self._validated = self._validated, None
-        previous, self._bar = self._bar, state
-        before_last_batch = state.total is not None and state.n < state.total
+        self._bar = state
+        total = state.total
+        before_last_batch = total is not None and state.n < total
         # A later epoch's bar carries the last epoch's values until its own are in: a tqdm line's
         # states, or a Rich display's redraws before its last batch (a Rich bar at its last batch
         # after one of an earlier epoch is the final bar printed through a pipe: its own values).
         if (validated is None and previous is not None and previous.epoch < state.epoch
-                and (state.last_epoch is None or before_last_batch)):
+                and (before_last_batch or state.last_epoch is None)):
             validated = _Validated(previous.epoch, previous.step)
-        if state.pairs == self._last_pairs:  # most states of a bar repeat the last one's values
+        pairs = state.pairs
+        if pairs == self._last_pairs:  # most states of a bar repeat the last one's values
             return out
-        self._last_pairs = state.pairs
+        self._last_pairs = pairs
         if len(self._seen) > _SEEN_LIMIT:
             self._seen.clear()
         running = validated is None and before_last_batch
-        groups: dict[str, list] = {}
-        lines = state.lines
-        for i, (key, raw) in enumerate(state.pairs):
-            line = lines[i] if lines else state.line
-            value = to_float(raw)
-            if value is None or key in _SKIP:
-                continue
-            changed = self._seen.get(key) != value
-            self._seen[key] = value
-            name, phase = self._names(key)
-            if phase == PHASE_TRAIN and (key in self._stepwise or key.endswith("_step") or (changed and running)):
-                self._stepwise.add(key)
-                if changed:
-                    out.append(Metric(name, value, state.step, phase, None, None, fnum(state.epoch),
-                                      state.wall_time, line, state.stream, None, running))
-            else:
-                groups.setdefault(phase, []).append((name, value, line))
+        groups = self._step_values(state, running, out)
         filed = validated or _Validated(state.epoch, state.step)
         for phase, members in groups.items():
             signature = tuple((name, value) for name, value, _ in members)
             if self._groups.get(phase) != signature:
                 self._groups[phase] = signature
-                out.extend(Metric(name, value, filed.step, phase, None, None, fnum(filed.epoch), state.wall_time,
-                                  line, state.stream) for name, value, line in members)
+                epoch, tail = fnum(filed.epoch), (state.stream, None, False)
+                out.extend(_new_tuple(Metric, (name, value, filed.step, phase, None, None, epoch, state.wall_time, line)
+                                      + tail) for name, value, line in members)
         return out
+
+    def _step_values(self, state: _BarState, running: bool, out: list) -> dict[str, list]:
+        """The step values of `state` that changed, appended to `out`; the others by phase."""
+        seen, names, stepwise = self._seen, self._names, self._stepwise
+        step, epoch, tail = state.step, fnum(state.epoch), (state.stream, None, running)
+        groups: dict[str, list] = {}
+        for (key, raw), line in zip(state.pairs, state.lines or repeat(state.line)):
+            value = to_float(raw)
+            if value is None or key in _SKIP:
+                continue
+            changed = seen.get(key) != value
+            seen[key] = value
+            name, phase = names(key)
+            if phase == PHASE_TRAIN and (key in stepwise or key.endswith("_step") or (changed and running)):
+                stepwise.add(key)
+                if changed:
+                    out.append(_new_tuple(Metric, (name, value, step, phase, None, None, epoch, state.wall_time, line)
+                                          + tail))
+            else:
+                groups.setdefault(phase, []).append((name, value, line))
+        return groups
