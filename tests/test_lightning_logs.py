@@ -9,8 +9,9 @@ fixtures/programs/lightning_metrics.py, run with lightning 2.6.6 / rich 15 (CPU)
 - lightning-default-80-12.log: `default LOG epochs=12` (Lightning's own RichProgressBar()) through
   a pipe, COLUMNS=80: only the last epoch's bar is printed, and stderr's ```Trainer.fit` stopped``
   sits between two of its continuation lines;
-- lightning-rich-pty-80.log: `rich LOG` under `trainvisor run --pty`, COLUMNS=80: the wrapped row
-  redrawn with ``\\r ESC[2K`` and ``ESC[1A ESC[2K`` up each of its rows.
+- lightning-rich-pty-80.log: `rich LOG pace=0.05` under `trainvisor run --pty`, COLUMNS=80: the
+  wrapped row redrawn after each batch with ``\\r ESC[2K`` and ``ESC[1A ESC[2K`` up each of its
+  rows, a validation row drawn below it, each epoch's bar starting with the last epoch's values.
 
 The expected values are what Lightning's CSVLogger wrote to metrics.csv in those runs, rounded
 to the 3 digits the bar prints (the 12-epoch runs are seeded alike: one metrics.csv).

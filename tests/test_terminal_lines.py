@@ -2,6 +2,8 @@
 with the line's one number, whatever the chunking; an open line's states stay bounded."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -10,7 +12,7 @@ from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.base import LineParser
 from trainvisor.pipeline import Pipeline
-from trainvisor.terminal import overwrite
+from trainvisor.terminal import clean_text, overwrite
 
 from .caffe_helpers import Collect
 from .parsing_helpers import FIXTURES, feed_pieces
@@ -251,3 +253,15 @@ def test_a_line_without_a_carriage_return_gives_the_same_states_whichever_way_it
     assert states(data) == [(1, "plain"), (2, "abc"), (2, "   def"), (2, "abc   gh"), (3, "end")]
     for size in (1, 3, 7):
         assert states(data, size) == states(data)
+
+
+@pytest.mark.parametrize("name", ["lightning-rich-pty.log", "lightning-rich-pty-80.log"])
+def test_every_state_of_a_rich_terminal_redraw_is_text_rich_wrote_after_an_erase(name):
+    # real `trainvisor run --pty` output of Lightning's Rich bar (80 columns: a row wrapped over 4
+    # lines, redrawn going up `ESC[1A ESC[2K`, a validation row below it): every state is a row Rich
+    # wrote, none mixed with another row's text
+    data = (FIXTURES / name).read_bytes()
+    written = {clean_text(piece) for piece in re.split(r"\r|\n|\x1b\[2K|\x1b\[1A", data.decode("utf-8"))}
+    seen = [state for _, state in states(data)]
+    assert len(seen) > 40 and all(state in written for state in seen if state)
+    assert any(state.startswith("Epoch 0/2 ") for state in seen)
