@@ -11,7 +11,9 @@ fixtures/programs/lightning_metrics.py, run with lightning 2.6.6 / rich 15 (CPU)
   sits between two of its continuation lines;
 - lightning-rich-pty-80.log: `rich LOG pace=0.05` under `trainvisor run --pty`, COLUMNS=80: the
   wrapped row redrawn after each batch with ``\\r ESC[2K`` and ``ESC[1A ESC[2K`` up each of its
-  rows, a validation row drawn below it, each epoch's bar starting with the last epoch's values.
+  rows, a validation row drawn below it, each epoch's bar starting with the last epoch's values;
+- lightning-default-pty-200.log: `default LOG pace=0.02` under `--pty`, COLUMNS=200: Lightning's
+  default bar (one row, redrawn over its validation row) prints every epoch on a terminal.
 
 The expected values are what Lightning's CSVLogger wrote to metrics.csv in those runs, rounded
 to the 3 digits the bar prints (the 12-epoch runs are seeded alike: one metrics.csv).
@@ -87,7 +89,8 @@ def test_the_last_epochs_bar_alone_gives_its_values_and_one_notice():
 
 
 def test_a_bar_whose_run_printed_every_epoch_gives_no_notice():
-    for path in (WRAPPED, PTY, FIXTURES / "lightning-rich.log", FIXTURES / "lightning-tqdm-steps.log"):
+    for path in (WRAPPED, PTY, FIXTURES / "lightning-rich.log", FIXTURES / "lightning-tqdm-steps.log",
+                 FIXTURES / "lightning-default-pty-200.log"):
         assert not [e for e in parse_file(path, "lightning")[1] if type(e) is Notice], path.name
 
 

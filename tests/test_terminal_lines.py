@@ -255,11 +255,12 @@ def test_a_line_without_a_carriage_return_gives_the_same_states_whichever_way_it
         assert states(data, size) == states(data)
 
 
-@pytest.mark.parametrize("name", ["lightning-rich-pty.log", "lightning-rich-pty-80.log"])
+@pytest.mark.parametrize("name", ["lightning-rich-pty.log", "lightning-rich-pty-80.log", "lightning-default-pty-200.log"])
 def test_every_state_of_a_rich_terminal_redraw_is_text_rich_wrote_after_an_erase(name):
     # real `trainvisor run --pty` output of Lightning's Rich bar (80 columns: a row wrapped over 4
-    # lines, redrawn going up `ESC[1A ESC[2K`, a validation row below it): every state is a row Rich
-    # wrote, none mixed with another row's text
+    # lines, redrawn going up `ESC[1A ESC[2K`, a validation row below it; the default bar: one row
+    # redrawn shorter than the validation row that was on it): every state is a row Rich wrote,
+    # none mixed with another row's text (ignoring the erase left the longer row's tail)
     data = (FIXTURES / name).read_bytes()
     written = {clean_text(piece) for piece in re.split(r"\r|\n|\x1b\[2K|\x1b\[1A", data.decode("utf-8"))}
     seen = [state for _, state in states(data)]
