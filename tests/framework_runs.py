@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from trainvisor.events import Metric, Notice
 
@@ -48,13 +48,19 @@ def program_env(columns: int) -> dict:
     return env
 
 
-def run_program(workdir: Path, program: str, *args: str, flags: tuple = (), columns: int = 80) -> LiveRun:
+def run_program(workdir: Path, program: str, *args: str, flags: tuple = (), columns: int = 80,
+                env: Optional[dict] = None) -> LiveRun:
     """`trainvisor run` (auto parser) of fixtures/programs/`program` in `workdir`, on a console of
-    `columns` columns; fails on a bad exit."""
+    `columns` columns; fails on a bad exit. `env`: variables set for trainvisor and the child
+    (None: removed), over that environment."""
+    environ = program_env(columns)
+    for key, value in (env or {}).items():
+        environ.pop(key, None)
+        if value is not None:
+            environ[key] = value
     proc = subprocess.run(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--log-file", "out.log", *flags, "--",
                                         sys.executable, str(PROGRAMS / program), *args],
-                          cwd=workdir, capture_output=True, stdin=subprocess.DEVNULL, env=program_env(columns),
-                          timeout=300)
+                          cwd=workdir, capture_output=True, stdin=subprocess.DEVNULL, env=environ, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-3000:]
     records = [json.loads(line) for line in (workdir / "r" / "metrics.jsonl").read_text().splitlines()]
     metrics = [Metric.from_json_dict(d) for d in records if "event" not in d]
