@@ -34,6 +34,8 @@ TRAIN_LOSS = [(0, 9, 0.586), (1, 19, 0.450), (2, 29, 0.386)]
 STEP_LOSS = [0.679, 0.683, 0.672, 0.605, 0.570, 0.580, 0.576, 0.525, 0.496, 0.478,
              0.468, 0.529, 0.503, 0.438, 0.455, 0.456, 0.466, 0.413, 0.390, 0.378,
              0.388, 0.458, 0.430, 0.366, 0.400, 0.395, 0.410, 0.357, 0.335, 0.324]
+# a step value at its epoch's last batch (10 an epoch) is not running: the rule of bars.BarMetrics
+LAST_BATCH = {9, 19, 29}
 
 
 def epoch_rows(events) -> set:
@@ -47,19 +49,27 @@ def lightning_rows(train_name: str = "loss") -> set:
     return rows | {(train_name, "train", float(ep), step, v) for ep, step, v in TRAIN_LOSS}
 
 
+def last_batch_steps() -> set:
+    """train_loss_step at each epoch's last batch: a finished step's value, not a running one."""
+    return {("loss_step", "train", float(step // 10), step, STEP_LOSS[step]) for step in LAST_BATCH}
+
+
 @pytest.mark.parametrize("path,train_name", [(RICH, "loss"), (RICH_PTY, "loss"), (TQDM, "loss_epoch")])
 @pytest.mark.parametrize("parser", ["auto", "lightning"])
 def test_each_epoch_as_lightning_records_it_and_no_launcher_chatter(path, train_name, parser):
     chosen, events = parse_file(path, parser)
     assert getattr(chosen, "chosen", "lightning") == "lightning"
-    assert epoch_rows(events) == lightning_rows(train_name)  # nor v_num, `using: 0`, `max_epochs=3`
+    steps = last_batch_steps() if path == TQDM else set()
+    assert epoch_rows(events) == lightning_rows(train_name) | steps  # nor v_num, `using: 0`, `max_epochs=3`
 
 
 def test_rich_values_are_read_from_the_continuation_lines_of_their_bar():
     _, events = parse_file(RICH, "lightning")
     bars = [i + 1 for i, line in enumerate(RICH.read_text(encoding="utf-8").splitlines()) if line.startswith("Epoch ")]
     assert bars == [5, 9, 14]  # the chatter of stderr sits between two epochs' bars
-    assert sorted({e.line for e in events}) == bars
+    # each value on the line it is on: val_loss, val_acc, train_loss below each bar
+    assert [(e.name, e.phase, e.line) for e in events] == [
+        row for bar in bars for row in (("loss", "val", bar + 1), ("acc", "val", bar + 2), ("loss", "train", bar + 3))]
 
 
 def test_a_programs_own_validation_print_is_no_validation_bar():
@@ -99,14 +109,14 @@ def test_every_rendered_state_gives_the_same_epochs_as_the_final_states(path):
 
 def test_every_rendered_state_gives_each_steps_running_value_once():
     events = states_one_by_one(TQDM, create_parser("lightning"))
-    running = [(e.name, e.epoch, e.iteration, e.value) for e in events if e.running]
-    assert running == [("loss_step", float(step // 10), step, v) for step, v in enumerate(STEP_LOSS)]
+    steps = [(e.name, e.epoch, e.iteration, e.value, e.running) for e in events if e.name == "loss_step"]
+    assert steps == [("loss_step", float(step // 10), step, v, step not in LAST_BATCH) for step, v in enumerate(STEP_LOSS)]
 
 
 def test_replay_reports_each_steps_running_value():
     _, events = parse_file(TQDM, "lightning")
-    running = [(e.epoch, e.iteration, e.value) for e in events if type(e) is Metric and e.running]
-    assert running == [(float(step // 10), step, v) for step, v in enumerate(STEP_LOSS)]
+    steps = [(e.epoch, e.iteration, e.value, e.running) for e in events if type(e) is Metric and e.name == "loss_step"]
+    assert steps == [(float(step // 10), step, v, step not in LAST_BATCH) for step, v in enumerate(STEP_LOSS)]
 
 
 MNIST_TRAIN = {1: [0.730694, 0.593182, 0.477869, 0.439459, 0.514309],

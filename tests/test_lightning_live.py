@@ -1,8 +1,9 @@
 """Live PyTorch Lightning runs (real torch, CPU) under `trainvisor run`: each checkpoint that
 ModelCheckpoint saves is uploaded while the training goes on, not by the sweep at exit; every
 epoch's values are recorded where Lightning's own CSVLogger (metrics.csv) puts them, whichever
-progress bar prints them (Rich through a pipe or on a terminal, tqdm), and replaying the saved
-log gives the same records."""
+progress bar prints them (Rich, tqdm), through a pipe or on a terminal (`--pty`), at 80 and 200
+columns, for 3 and 12 epochs; where Lightning printed only the last epoch's values, a notice says
+so; replaying the saved log gives the same records. One tiny training per configuration."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,7 +15,10 @@ import sys
 import pytest
 
 from .conftest import FIXTURES
-from .framework_runs import csv_rows, epoch_rows, lightning_csv, printed, run_program
+from trainvisor.events import Metric, Notice
+from trainvisor.parsers.lightning import NOTICE_RICH_FINAL_ONLY
+
+from .framework_runs import csv_rows, epoch_rows, lightning_csv, printed, printed_lines, run_program
 from .parsing_helpers import parse_file
 
 pytest.importorskip("lightning", reason="lightning is installed by `make test` (setup.cfg extra 'frameworks')")
@@ -49,28 +53,66 @@ def test_lightning_checkpoints_are_uploaded_while_the_training_goes_on(tmp_path)
         assert (tmp_path / "ckpt" / name).read_bytes() == next((tmp_path / "store").rglob(name)).read_bytes()
 
 
-def assert_as_lightning_records(run, columns: dict) -> None:
-    """Every per-epoch value of metrics.csv, at its epoch and step, and nothing else (no launcher
-    chatter: `using: 0 TPU cores`, `max_epochs=3`, v_num); the saved log replays to the same."""
+def assert_as_lightning_records(run, columns: dict, epochs: int = 3, also: frozenset = frozenset()) -> None:
+    """Every per-epoch value of metrics.csv, at its epoch and step, once, and nothing else (no
+    launcher chatter: `using: 0 TPU cores`, `max_epochs=3`, v_num; `also`: the other finished
+    values expected), each on the line of the child's stdout it is on; the saved log replays to
+    the same."""
     want = csv_rows(lightning_csv(run.workdir / "logs"), columns)
-    assert {row[2] for row in want} == {0.0, 1.0, 2.0} and len(want) == 9
-    assert epoch_rows(run.metrics) == want
+    assert {row[2] for row in want} == set(map(float, range(epochs))) and len(want) == 3 * epochs
+    want |= also
+    finished = [m for m in run.metrics if not m.running]
+    assert epoch_rows(finished) == want and len(finished) == len(want)
+    lines = printed_lines(run)
+    assert all(m.stream == "stdout" and f"{m.value:.3f}" in lines[m.line - 1] for m in finished)
+    assert not run.notices
     parser, replayed = parse_file(run.log, "auto")
     assert parser.chosen == "lightning"
-    assert epoch_rows(replayed) == want
+    assert epoch_rows(replayed) == want and len([m for m in replayed if not getattr(m, "running", True)]) == len(want)
+
+
+def rich_run(tmp_path, columns: int, epochs: int, *flags: str):
+    # on a terminal each batch takes 20 ms, so that Rich redraws between batches and draws the
+    # validation row (a bar through a pipe is printed once, whatever the pace)
+    pace = "pace=0.02" if "--pty" in flags else "pace=0"
+    return run_program(tmp_path, "lightning_metrics.py", "rich", "logs", f"epochs={epochs}", pace, flags=flags,
+                       columns=columns)
 
 
 @needs_rich
-def test_rich_bar_through_a_pipe_every_epoch_as_lightning_records_it(tmp_path):
-    run = run_program(tmp_path, "lightning_metrics.py", "rich", "logs")
-    assert "val_acc: " in run.log.read_text(encoding="utf-8")  # the values were on continuation lines
-    assert_as_lightning_records(run, COLUMNS)
+@pytest.mark.parametrize("columns,epochs", [(80, 3), (80, 12), (200, 3)])
+def test_rich_bar_through_a_pipe_every_epoch_as_lightning_records_it(tmp_path, columns, epochs):
+    run = rich_run(tmp_path, columns, epochs)
+    out = run.log.read_text(encoding="utf-8")
+    # at 80 columns the values wrap onto continuation lines below the bar; at 200 they fit beside it
+    assert ("\n" + " " * 40 in out) == (columns == 80) and "val_acc: " in out
+    assert_as_lightning_records(run, COLUMNS, epochs)
+    assert not any(m.running for m in run.metrics)  # every value is an epoch's
 
 
 @needs_rich
-def test_rich_bar_on_a_terminal_every_epoch_as_lightning_records_it(tmp_path):
-    run = run_program(tmp_path, "lightning_metrics.py", "rich", "logs", flags=("--pty",))
-    assert_as_lightning_records(run, COLUMNS)
+@pytest.mark.parametrize("columns,epochs", [(80, 12), (200, 3)])
+def test_rich_bar_on_a_terminal_every_epoch_as_lightning_records_it(tmp_path, columns, epochs):
+    # Rich redraws each row with `\r ESC[2K`, a wrapped row going up `ESC[1A ESC[2K` row by row
+    run = rich_run(tmp_path, columns, epochs, "--pty")
+    out = run.log.read_text(encoding="utf-8")
+    assert "\x1b[2K" in out and "\x1b[1A" in out and "Validation " in out
+    assert_as_lightning_records(run, COLUMNS, epochs)
+    assert not any(m.running for m in run.metrics)  # train_loss is logged per epoch: never running
+
+
+@needs_rich
+def test_lightnings_default_rich_bar_through_a_pipe_says_the_earlier_epochs_are_not_in_the_output(tmp_path):
+    run = run_program(tmp_path, "lightning_metrics.py", "default", "logs")
+    (notice,) = run.notices
+    assert notice.code == NOTICE_RICH_FINAL_ONLY and "--pty" in notice.message and "TQDMProgressBar" in notice.message
+    assert printed_lines(run)[notice.line - 1].startswith("Epoch 2/2 ")  # the only bar printed
+    last_epoch = {row for row in csv_rows(lightning_csv(tmp_path / "logs"), COLUMNS) if row[2] == 2.0}
+    assert epoch_rows(run.metrics) == last_epoch and len(run.metrics) == 3
+    parser, replayed = parse_file(run.log, "auto")
+    assert parser.chosen == "lightning"
+    assert [e.code for e in replayed if type(e) is Notice] == [NOTICE_RICH_FINAL_ONLY]
+    assert epoch_rows([e for e in replayed if type(e) is Metric]) == last_epoch
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +120,20 @@ def tqdm_run(tmp_path_factory):
     return run_program(tmp_path_factory.mktemp("tqdm"), "lightning_metrics.py", "tqdm", "logs", "steps")
 
 
+def last_batch_steps(run) -> dict:
+    """step -> train_loss_step of each epoch's last batch (10 an epoch): a finished step's value."""
+    return {step: value for step, value in step_values(run).items() if step % 10 == 9}
+
+
 def test_tqdm_bar_every_epoch_as_lightning_records_it(tqdm_run):
-    assert_as_lightning_records(tqdm_run, STEP_RUN_COLUMNS)
+    steps = {("loss_step", "train", float(step // 10), step, v) for step, v in last_batch_steps(tqdm_run).items()}
+    assert len(steps) == 3
+    assert_as_lightning_records(tqdm_run, STEP_RUN_COLUMNS, also=frozenset(steps))
+
+
+def test_tqdm_bar_on_a_terminal_every_epoch_as_lightning_records_it(tmp_path):
+    run = run_program(tmp_path, "lightning_metrics.py", "tqdm", "logs", "epochs=12", flags=("--pty",))
+    assert_as_lightning_records(run, COLUMNS, 12)
 
 
 def step_values(run) -> dict:
@@ -97,5 +151,6 @@ def test_tqdm_step_values_are_running_values_at_lightnings_steps(tqdm_run):
 
 
 def test_tqdm_every_steps_value_is_recorded(tqdm_run):
-    running = [(m.iteration, m.value) for m in tqdm_run.metrics if m.running]
-    assert running == sorted(step_values(tqdm_run).items())
+    # mid-epoch steps running, each epoch's last batch not (the rule of every bar parser)
+    step_records = [(m.iteration, m.value, m.running) for m in tqdm_run.metrics if m.name == "loss_step"]
+    assert step_records == [(step, v, step % 10 != 9) for step, v in sorted(step_values(tqdm_run).items())]

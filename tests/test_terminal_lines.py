@@ -2,6 +2,8 @@
 with the line's one number, whatever the chunking; an open line's states stay bounded."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -10,7 +12,7 @@ from trainvisor.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.base import LineParser
 from trainvisor.pipeline import Pipeline
-from trainvisor.terminal import overwrite
+from trainvisor.terminal import clean_text, overwrite
 
 from .caffe_helpers import Collect
 from .parsing_helpers import FIXTURES, feed_pieces
@@ -121,7 +123,8 @@ def test_a_long_open_line_of_states_is_cut_like_any_long_line():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    data=st.lists(st.sampled_from([b"a", b"bcd", b"\n", b"\r", b"\r\n", b"\b", b"\xe2\x96\x88", b"\x1b[1m", b"xyz" * 7, b"w" * 300]),
+    data=st.lists(st.sampled_from([b"a", b"bcd", b"\n", b"\r", b"\r\n", b"\b", b"\xe2\x96\x88", b"\x1b[1m", b"xyz" * 7, b"w" * 300,
+                                   b"\x1b[2K", b"\x1b[K", b"\x1b[1K", b"\x1b[1A", b"\x1b[F", b"\x1b[2B", b"\x1b[3D", b"\x1b[5G"]),
                   max_size=80).map(b"".join),
     size=st.integers(min_value=1, max_value=40),
     max_line=st.sampled_from([4, 16, 1 << 20]),
@@ -194,3 +197,72 @@ def test_a_rewrite_that_changes_nothing_gives_no_state_even_on_a_row_past_the_st
     row = b"epoch: 1/2, " + b"x" * 300
     for size in (1, 0):
         assert states(row + b"\r\n" + row + b"\r\r\b\r\n", size) == [(1, row.decode()), (2, row.decode())]
+
+
+# Erase and cursor sequences: each expected state is the row a terminal (xterm, tmux) shows
+# under the cursor, with `\n` starting a line at column 0 as the user's terminal does.
+
+def test_erase_line_after_a_carriage_return_leaves_no_tail_of_the_longer_row():
+    # Rich on a terminal: `\r ESC[2K` before each redraw; 0.925 over 0.925863 shows 0.925
+    assert states(b"acc: 0.925863 loss: 0.2\r\x1b[2Kacc: 0.925\n") == [(1, "acc: 0.925863 loss: 0.2"), (1, "acc: 0.925")]
+
+
+@pytest.mark.parametrize("erase,shown", [
+    (b"\x1b[K", "abc"), (b"\x1b[0K", "abc"),  # from the cursor to the end of the row
+    (b"\x1b[1K", "    ef"),  # from the start through the cursor: blanks, the rest stays
+    (b"\x1b[2K", ""),  # the whole row; the cursor stays where it was
+])
+def test_each_erase_in_line_as_a_terminal_shows_it(erase, shown):
+    # "abcdef", three columns back (cursor on "d"), the erase
+    assert states(b"abcdef\x1b[3D" + erase + b"\n") == [(1, shown)]  # an empty row is an empty line
+
+
+def test_text_after_an_erase_is_written_where_the_cursor_stayed():
+    assert states(b"abcdef\x1b[3D\x1b[1KX\n") == [(1, "   Xef")]
+    assert states(b"abcdef\x1b[2KX\n") == [(1, "      X")]  # ESC[2K does not move the cursor
+    assert states(b"abc\x1b[5GX\r\x1b[Cy\n") == [(1, "abc X"), (1, "ayc X")]  # to column 5; one forward
+
+
+def test_a_cursor_up_rewrite_is_a_state_of_the_row_it_writes_not_mixed_with_the_line_below():
+    # tqdm's nested bars: the inner bar on the line, `ESC[A`, the outer bar rewritten above it
+    data = b"\router  1%\n\rinner 10% long\x1b[A\router  2%\n\rinner 20% long\x1b[A\router  3%\n"
+    assert states(data) == [(1, "outer  1%"), (2, "inner 10% long"), (2, "outer  2%"),
+                            (3, "inner 20% long"), (3, "outer  3%")]
+
+
+def test_rich_multi_row_redraw_goes_up_erasing_each_row():
+    # Rich's Live with a two-row display: `\r ESC[2K (ESC[1A ESC[2K)` then both rows again
+    data = (b"Epoch 0/2 1/10 v_num: 0.000\nValidation 1/3 long padding      \r\x1b[2K\x1b[1A\x1b[2K"
+            b"Epoch 0/2 10/10 val_loss: 0.511\nValidation 2/3\n")
+    assert states(data) == [(1, "Epoch 0/2 1/10 v_num: 0.000"), (2, "Validation 1/3 long padding      "),
+                            (2, "Epoch 0/2 10/10 val_loss: 0.511"), (3, "Validation 2/3")]
+
+
+def test_cursor_moves_keep_the_rows_they_leave_and_stay_within_the_lines_rows():
+    # down again onto the row left: its text is still there (`F`/`E` also go to column 0)
+    assert states(b"abcdef\x1b[Fup\x1b[EX\n") == [(1, "abcdef"), (1, "up"), (1, "Xbcdef")]
+    # a line's own row is its lowest: a move down from it stays there
+    assert states(b"abc\x1b[3Bd\n") == [(1, "abcd")]
+    # far up: at most MAX_ROWS rows above the line's row, then back down to it
+    assert states(b"abc\x1b[999Ax\x1b[32By\n") == [(1, "abc"), (1, "   x"), (1, "abc y")]
+
+
+def test_a_line_without_a_carriage_return_gives_the_same_states_whichever_way_it_is_read():
+    # the splitter renders a complete line without `\r` through clean_text, an open one through OpenLine
+    data = b"plain\nabc\x1b[1Adef\x1b[1Bgh\nend\n"
+    assert states(data) == [(1, "plain"), (2, "abc"), (2, "   def"), (2, "abc   gh"), (3, "end")]
+    for size in (1, 3, 7):
+        assert states(data, size) == states(data)
+
+
+@pytest.mark.parametrize("name", ["lightning-rich-pty.log", "lightning-rich-pty-80.log", "lightning-default-pty-200.log"])
+def test_every_state_of_a_rich_terminal_redraw_is_text_rich_wrote_after_an_erase(name):
+    # real `trainvisor run --pty` output of Lightning's Rich bar (80 columns: a row wrapped over 4
+    # lines, redrawn going up `ESC[1A ESC[2K`, a validation row below it; the default bar: one row
+    # redrawn shorter than the validation row that was on it): every state is a row Rich wrote,
+    # none mixed with another row's text (ignoring the erase left the longer row's tail)
+    data = (FIXTURES / name).read_bytes()
+    written = {clean_text(piece) for piece in re.split(r"\r|\n|\x1b\[2K|\x1b\[1A", data.decode("utf-8"))}
+    seen = [state for _, state in states(data)]
+    assert len(seen) > 40 and all(state in written for state in seen if state)
+    assert any(state.startswith("Epoch 0/2 ") for state in seen)
