@@ -17,7 +17,7 @@ import sys
 
 from _common import ROOT, best_of
 
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 
 FIXTURES = ROOT / "fixtures" / "logs"

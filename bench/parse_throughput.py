@@ -20,7 +20,7 @@ import time
 from _common import ROOT, best_of, dense_caffe_log
 
 from trainvisor.parsers import ParserOptions, create_parser
-from trainvisor.replay import replay
+from trainvisor.stream.replay import replay
 
 BASELINE_SRC = r'''
 import re, sys

@@ -36,7 +36,7 @@ import time
 from _common import ROOT, dense_caffe_log
 
 from trainvisor import Supervisor
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 
 CHILD = r'''

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trainvisor.events import Metric
 from trainvisor.parsers import ParserOptions, create_parser
-from trainvisor.replay import replay
+from trainvisor.stream.replay import replay
 
 
 def read_table(path: Path) -> tuple[list[str], list[dict[str, float]]]:

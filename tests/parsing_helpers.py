@@ -5,11 +5,11 @@ import math
 from pathlib import Path
 
 from trainvisor.events import CheckpointEvent, Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.encoding import open_log_bytes
-from trainvisor.pipeline import Pipeline
-from trainvisor.replay import replay_stream
+from trainvisor.stream.pipeline import Pipeline
+from trainvisor.stream.replay import replay_stream
 
 from .caffe_helpers import Collect
 

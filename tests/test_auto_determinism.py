@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.encoding import open_log_bytes
 

@@ -6,7 +6,7 @@ import math
 from hypothesis import given, settings, strategies as st
 
 from trainvisor.events import CheckpointEvent, Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 
 from .caffe_helpers import replay_events

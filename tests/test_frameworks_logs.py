@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from trainvisor.events import Metric
-from trainvisor.lines import clean_text
+from trainvisor.stream.lines import clean_text
 from trainvisor.parsers import create_parser
 
 from .parsing_helpers import FIXTURES, chunked_events, parse_file, parse_text

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from trainvisor.events import with_stream
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions
 from trainvisor.parsers import generic
 

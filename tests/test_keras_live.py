@@ -21,7 +21,7 @@ import json
 import pytest
 
 from trainvisor.events import Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import create_parser
 
 from .conftest import real_logs

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from trainvisor.lines import LineSplitter, clean_text
+from trainvisor.stream.lines import LineSplitter, clean_text
 
 
 def split_all(data: bytes, cuts: list[int], max_line: int = 1 << 20) -> list[tuple[int, str, bool]]:

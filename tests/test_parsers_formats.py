@@ -8,7 +8,7 @@ import math
 import pytest
 
 from trainvisor.events import Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, available_parsers, create_parser
 from trainvisor.parsers.auto import WINDOW, AutoParser, choose_by_argv
 from trainvisor.parsers.common import NameTable, to_float

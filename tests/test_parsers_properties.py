@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from trainvisor.events import Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, available_parsers, create_parser, parser_infos
 
 NAMES = [n for n, _ in available_parsers()]

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from trainvisor.events import Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser, get_parser_info
 
 from .parsing_helpers import FIXTURES, chunked_events, parse_file, parse_text

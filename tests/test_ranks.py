@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 
 from trainvisor.events import Metric
-from trainvisor.lines import LineBlock, LineSplitter
+from trainvisor.stream.lines import LineBlock, LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.base import LineParser
-from trainvisor.pipeline import Pipeline
-from trainvisor.rankprefix import Evidence, match_prefix
-from trainvisor.ranks import RankRouter, parse_rank_selection
+from trainvisor.stream.pipeline import Pipeline
+from trainvisor.stream.rankprefix import Evidence, match_prefix
+from trainvisor.stream.ranks import RankRouter, parse_rank_selection
 
 from .caffe_helpers import Collect
 from .parsing_helpers import FIXTURES, REAL_LOGS, feed_pieces, parse_file

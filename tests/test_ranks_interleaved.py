@@ -30,10 +30,10 @@ from hypothesis import example, given, settings, strategies as st
 
 from trainvisor.cli import main
 from trainvisor.events import Metric
-from trainvisor.lines import MAX_ROWS, LineSplitter
+from trainvisor.stream.lines import MAX_ROWS, LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
-from trainvisor.rankprefix import segment_label
-from trainvisor.ranks import RankRouter, parse_rank_selection
+from trainvisor.stream.rankprefix import segment_label
+from trainvisor.stream.ranks import RankRouter, parse_rank_selection
 
 from .conftest import real_logs
 from .parsing_helpers import feed_pieces, parse_file

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from trainvisor.cli import main
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions
 from trainvisor.parsers.rules import RulesError, RulesParser, load_rules
 from trainvisor.parsers.select import build_parser

@@ -17,8 +17,8 @@ from trainvisor.config import LoggingConfig, ParsingConfig, ProcessConfig, RunDi
 from trainvisor.events import CheckpointEvent, Metric, Notice
 from trainvisor.parsers import register_parser
 from trainvisor.parsers.base import LineParser
-from trainvisor.pipeline import PipelineStats
-from trainvisor.replay import replay
+from trainvisor.stream.pipeline import PipelineStats
+from trainvisor.stream.replay import replay
 from trainvisor.run.build import build_parser
 from trainvisor.sinks.jsonl import JsonlSink
 from trainvisor.sinks.stats import StatsSink

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from trainvisor.events import LineRecord, Metric
-from trainvisor.lines import LineSplitter
+from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 from trainvisor.parsers.base import LineParser
-from trainvisor.pipeline import Pipeline
-from trainvisor.terminal import clean_text, overwrite
+from trainvisor.stream.pipeline import Pipeline
+from trainvisor.stream.terminal import clean_text, overwrite
 
 from .caffe_helpers import Collect
 from .parsing_helpers import FIXTURES, feed_pieces

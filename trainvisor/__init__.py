@@ -18,11 +18,12 @@ if TYPE_CHECKING:
     from .config import RunConfig
     from .errors import TrainvisorError
     from .events import CheckpointEvent, LineRecord, Metric
-    from .lines import LineBlock, LineSplitter
+    from .events import LineBlock
+    from .stream.lines import LineSplitter
     from .parsers import ParserInfo, ParserOptions, available_parsers, create_parser, get_parser_info, parser_infos
     from .parsers import register_parser
-    from .pipeline import Pipeline
-    from .replay import replay
+    from .stream.pipeline import Pipeline
+    from .stream.replay import replay
     from .run import Run, RunSummary
     from .supervisor import RunResult, Supervisor
 
@@ -31,8 +32,8 @@ _EXPORTS = {
     "CheckpointEvent": "events",
     "LineRecord": "events",
     "Metric": "events",
-    "LineBlock": "lines",
-    "LineSplitter": "lines",
+    "LineBlock": "events",
+    "LineSplitter": "stream.lines",
     "ParserOptions": "parsers",
     "ParserInfo": "parsers",
     "parser_infos": "parsers",
@@ -40,8 +41,8 @@ _EXPORTS = {
     "available_parsers": "parsers",
     "create_parser": "parsers",
     "register_parser": "parsers",
-    "Pipeline": "pipeline",
-    "replay": "replay",
+    "Pipeline": "stream.pipeline",
+    "replay": "stream.replay",
     "Run": "run",
     "RunSummary": "run",
     "RunConfig": "config",

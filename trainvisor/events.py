@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Optional, Union
+from typing import Iterator, NamedTuple, Optional, Union
 
 __all__ = [
+    "LineBlock",
     "LineRecord",
     "Metric",
     "CheckpointEvent",
@@ -55,6 +56,37 @@ class LineRecord(NamedTuple):
     time: float
     truncated: bool = False
     states: tuple = ()
+
+
+class LineBlock(NamedTuple):
+    """Lines of one stream, each ending with ``\\n``, numbered from `first_line`.
+
+    `count` lines are complete. When `open_line` is True one more text line follows
+    them: early states of line ``first_line + count``, still open (it is counted, and
+    its last states come, in a later block with that `first_line`).
+    """
+
+    text: str
+    stream: str
+    first_line: int
+    count: int
+    time: float
+    wall_time: float
+    truncated: tuple = ()
+    open_line: bool = False
+
+    def records(self) -> Iterator[LineRecord]:
+        """One `LineRecord` per complete line, for line hooks (built only when a hook wants them)."""
+        lines = self.text.split("\n", self.count)
+        number = self.first_line
+        stream, t, cut = self.stream, self.time, self.truncated
+        for text in lines[: self.count]:
+            if "\r" in text:
+                states = tuple(text.split("\r"))
+                yield LineRecord(states[-1], stream, number, t, number in cut, states)
+            else:
+                yield LineRecord(text, stream, number, t, number in cut if cut else False)
+            number += 1
 
 
 class Metric(NamedTuple):

@@ -5,7 +5,7 @@ import math
 from typing import Iterable, Optional
 
 from .events import PHASE_TRAIN, Metric, Notice
-from .pipeline import PipelineStats
+from .stream.pipeline import PipelineStats
 
 __all__ = ["format_summary", "format_replay_summary"]
 

@@ -44,8 +44,8 @@ def _parsing(flag_values: dict[str, Any], log_path: str):
 def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bool, log_path: str) -> None:
     """Parse a saved LOG through the same pipeline as a live run."""
     from ..parsers.encoding import open_log_bytes
-    from ..pipeline import Pipeline
-    from ..replay import replay_stream
+    from ..stream.pipeline import Pipeline
+    from ..stream.replay import replay_stream
     from ..sinks.jsonl import JsonlSink
     from ..sinks.stats import StatsSink
     from ..summary import format_replay_summary
@@ -84,8 +84,8 @@ def parse(flag_values: dict[str, Any], jsonl: bool, csv_dir: Optional[str], layo
         cfg, parser = _parsing(flag_values, log_path)
         sinks: list = [JsonlSink(sys.stdout)] if jsonl else []
         if out_dir is None:
-            from ..pipeline import Pipeline
-            from ..replay import replay_stream
+            from ..stream.pipeline import Pipeline
+            from ..stream.replay import replay_stream
 
             replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=sinks), max_line=cfg.max_line_bytes)
             return

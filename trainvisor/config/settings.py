@@ -90,7 +90,7 @@ def upload_policy(value: Any) -> Optional[str]:
 
 def rank_selection(value: Any) -> Optional[str]:
     """`parsing.ranks`: checked where it is written, by the parser the run will use."""
-    from ..ranks import SELECTION_FORMS, parse_rank_selection
+    from ..stream.ranks import SELECTION_FORMS, parse_rank_selection
 
     try:
         parse_rank_selection(value)

@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, ClassVar, Optional
 
-from ..events import Event
-from ..lines import LineBlock
+from ..events import Event, LineBlock
 from . import create_parser, parser_infos, register_parser
 from .base import Parser, ParserOptions
 from .chooser import (BY_SIGNATURE, DECIDE_HITS, FALLBACK, WINDOW, Choice, candidates, choose, choose_by_argv,

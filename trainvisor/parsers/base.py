@@ -1,6 +1,6 @@
 """The parser protocol: blocks of lines in, events out.
 
-A parser is fed `LineBlock`s (many complete lines at once, see `trainvisor.lines`)
+A parser is fed `LineBlock`s (many complete lines at once, see `trainvisor.stream.lines`)
 so that a fast parser can scan a whole block with one regex; a parser that thinks
 in lines subclasses `LineParser` and implements `parse_line`.
 
@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
-from ..events import Event
-from ..lines import LineBlock
+from ..events import Event, LineBlock
 
 __all__ = ["Parser", "LineParser", "ParserOptions"]
 

@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Optional
 
-from ..events import CheckpointEvent, Event, Metric, PHASE_TEST, PHASE_TRAIN
-from ..lines import LineBlock
+from ..events import CheckpointEvent, Event, LineBlock, Metric, PHASE_TEST, PHASE_TRAIN
 from . import register_parser
 from .base import ParserOptions
 

@@ -31,8 +31,7 @@ import regex
 import yaml
 
 from ..errors import ParserError
-from ..events import PHASE_TEST, PHASE_TRAIN, PHASE_VAL, Event, Metric
-from ..lines import LineBlock
+from ..events import Event, LineBlock, Metric, PHASE_TEST, PHASE_TRAIN, PHASE_VAL
 from .base import Parser
 from .common import to_float
 

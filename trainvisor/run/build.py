@@ -29,7 +29,7 @@ def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Pars
     `RankRouter` that strips launchers' rank prefixes and gives each rank a parser of its own."""
     from ..parsers import ParserOptions
     from ..parsers.select import build_parser as select_parser
-    from ..ranks import RankRouter, parse_rank_selection
+    from ..stream.ranks import RankRouter, parse_rank_selection
 
     options = ParserOptions(year=cfg.year or year, iters_per_epoch=cfg.iters_per_epoch, argv=tuple(argv))
     return RankRouter(lambda: select_parser(cfg.parser, options, rules=cfg.rules), parse_rank_selection(cfg.ranks))

@@ -35,8 +35,7 @@ import tempfile
 from collections import deque
 from typing import IO, Any, Callable, Optional, Sequence
 
-from ..events import Event, Metric, PHASE_TEST, PHASE_TRAIN
-from ..lines import LineBlock
+from ..events import Event, LineBlock, Metric, PHASE_TEST, PHASE_TRAIN
 from .caffe_csv import LR, TOTAL_LOSS, table_paths
 
 __all__ = ["CaffeShSink", "TRAIN_HEADER", "TEST_HEADER", "format_value"]

@@ -9,9 +9,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Sequence
 
-from ..lines import DEFAULT_MAX_LINE
-from ..pipeline import Pipeline
-from ..replay import replay_stream
+from ..stream.lines import DEFAULT_MAX_LINE
+from ..stream.pipeline import Pipeline
+from ..stream.replay import replay_stream
 from .base import Sink
 from .caffe_csv import CaffeCsvSink
 from .caffe_sh import CaffeShSink

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from ..lines import DEFAULT_MAX_LINE, LineSplitter
+from ..stream.lines import DEFAULT_MAX_LINE, LineSplitter
 from ..parsers import ParserOptions, create_parser
 from ..parsers.base import Parser
 from ..parsers.select import DEFAULT_PARSER
-from ..pipeline import LineHook, Pipeline, PipelineStats
+from ..stream.pipeline import LineHook, Pipeline, PipelineStats
 from ..sinks.base import Sink
 from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child
 from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader, RunLog

@@ -15,7 +15,6 @@ import hashlib
 import os
 import shutil
 import threading
-import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 

@@ -33,12 +33,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional
 
-from .events import Event, Metric, with_stream
+from ..events import Event, Metric, with_stream
 from .lines import LineBlock
 from .rankprefix import Evidence, PrefixForm
 
 if TYPE_CHECKING:  # the config checks selections with this module: it stays light to import
-    from .parsers.base import Parser
+    from ..parsers.base import Parser
 
 __all__ = ["RankSelection", "parse_rank_selection", "RankRouter", "ALL_RANKS", "SELECTION_FORMS"]
 

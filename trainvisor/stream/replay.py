@@ -6,9 +6,9 @@ import time
 from typing import BinaryIO, Callable, Sequence
 
 from .lines import DEFAULT_MAX_LINE, LineSplitter
-from .parsers.base import Parser
+from ..parsers.base import Parser
 from .pipeline import LineHook, Pipeline, PipelineStats
-from .sinks.base import Sink
+from ..sinks.base import Sink
 
 __all__ = ["replay", "replay_stream", "REPLAY_CHUNK"]
 

@@ -6,15 +6,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .events import Event, LineRecord, with_stream
+from ..events import Event, LineRecord, with_stream
 from .faults import FaultCounter
 from .lines import LineBlock
-from .parsers.base import Parser
-from .sinks.base import Sink
+from ..parsers.base import Parser
+from ..sinks.base import Sink
 
 __all__ = ["Pipeline", "PipelineStats", "LineHook"]
 
-log = logging.getLogger("trainvisor.pipeline")
+log = logging.getLogger("trainvisor.stream.pipeline")
 
 LineHook = Callable[[LineRecord], None]
 

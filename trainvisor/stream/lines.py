@@ -7,7 +7,7 @@ and a replay of its bytes give the same lines and the parsers the same states):
 
 - a line ends at ``\\n`` or ``\\r\\n``; line numbers count physical lines;
 - a line the child rewrote (bare ``\\r``, ``\\b``: progress bars) is rendered the way a
-  terminal shows it (`trainvisor.terminal`): its text in the block is every state a
+  terminal shows it (`trainvisor.stream.terminal`): its text in the block is every state a
   reader could have seen, in order, separated by ``\\r`` (a line never rewritten is
   unchanged); parsers read each state (`LineParser.feed_lines`), line hooks the last;
 - a line still open whose states exceed `OPEN_STATE_BUDGET` characters (tqdm over a
@@ -26,9 +26,9 @@ and a replay of its bytes give the same lines and the parsers the same states):
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional
+from typing import Optional
 
-from .events import LineRecord
+from ..events import LineBlock
 from .rankprefix import label_at_start, segment_label
 from .terminal import OpenLine, clean_text
 
@@ -36,37 +36,6 @@ __all__ = ["LineBlock", "LineSplitter", "DEFAULT_MAX_LINE", "OPEN_STATE_BUDGET",
 
 DEFAULT_MAX_LINE = 1 << 20
 OPEN_STATE_BUDGET = 1 << 16  # characters of an open line's states held before older ones are handed out
-
-
-class LineBlock(NamedTuple):
-    """Lines of one stream, each ending with ``\\n``, numbered from `first_line`.
-
-    `count` lines are complete. When `open_line` is True one more text line follows
-    them: early states of line ``first_line + count``, still open (it is counted, and
-    its last states come, in a later block with that `first_line`).
-    """
-
-    text: str
-    stream: str
-    first_line: int
-    count: int
-    time: float
-    wall_time: float
-    truncated: tuple = ()
-    open_line: bool = False
-
-    def records(self) -> Iterator[LineRecord]:
-        """One `LineRecord` per complete line, for line hooks (built only when a hook wants them)."""
-        lines = self.text.split("\n", self.count)
-        number = self.first_line
-        stream, t, cut = self.stream, self.time, self.truncated
-        for text in lines[: self.count]:
-            if "\r" in text:
-                states = tuple(text.split("\r"))
-                yield LineRecord(states[-1], stream, number, t, number in cut, states)
-            else:
-                yield LineRecord(text, stream, number, t, number in cut if cut else False)
-            number += 1
 
 
 class LineSplitter:
