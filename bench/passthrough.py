@@ -35,7 +35,7 @@ import time
 
 from _common import ROOT, dense_caffe_log
 
-from trainvisor import Supervisor
+from trainvisor import supervise
 from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
 
@@ -111,8 +111,8 @@ def paced_section(a, py: str, child: str, tmp: str) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         parser = create_parser("caffe", ParserOptions(year=2026))
-        Supervisor(argv, parser=parser, sinks=[sink], stdout_fd=devnull, stderr_fd=devnull,
-                   forward_signals=False).run()
+        supervise(argv, parser=parser, sinks=[sink], stdout_fd=devnull, stderr_fd=devnull,
+                  forward_signals=False)
     finally:
         os.close(devnull)
     tv_elapsed = float(open(elapsed_file).read())

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from trainvisor import Supervisor
+from trainvisor import Supervisor, supervise
 from trainvisor.errors import CommandNotExecutable, CommandNotFound
 from trainvisor.run.endwarnings import no_metrics_warning
 
@@ -125,8 +125,8 @@ def test_a_raising_hook_is_logged_counted_and_stops_nothing(caplog):
 
     sink = Collect()
     with caplog.at_level(logging.ERROR, logger="trainvisor"):
-        result = Supervisor([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], hooks=[broken_hook, counting_hook],
-                            sinks=[sink], stdout_fd=None, stderr_fd=None, forward_signals=False).run()
+        result = supervise([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], hooks=[broken_hook, counting_hook],
+                           sinks=[sink], stdout_fd=None, stderr_fd=None, forward_signals=False)
     n_lines = LOG.read_bytes().count(b"\n")
     assert result.exit_code == 0
     assert result.faults == {"hook broken_hook": n_lines}
@@ -143,8 +143,8 @@ def test_a_raising_sink_does_not_stop_the_run_or_other_sinks():
             raise OSError("disk full")
 
     good = Collect()
-    result = Supervisor([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], sinks=[BrokenSink(), good],
-                        stdout_fd=None, stderr_fd=None, forward_signals=False).run()
+    result = supervise([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], sinks=[BrokenSink(), good],
+                       stdout_fd=None, stderr_fd=None, forward_signals=False)
     assert result.exit_code == 0 and len(good.metrics) == 91
     assert result.faults["sink broken"] >= 1
 
@@ -178,9 +178,9 @@ def test_a_200mb_line_without_newline_keeps_memory_bounded():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         baseline = psutil.Process().memory_info().rss
-        result, peak = _peak_rss_while(lambda: Supervisor(
+        result, peak = _peak_rss_while(lambda: supervise(
             [PY, "-c", code], hooks=[lambda r: seen.append((r.number, len(r.text), r.truncated))], sinks=[sink],
-            stdout_fd=devnull, stderr_fd=devnull, forward_signals=False).run())
+            stdout_fd=devnull, stderr_fd=devnull, forward_signals=False))
     finally:
         os.close(devnull)
     assert result.exit_code == 0
@@ -201,8 +201,8 @@ def test_invalid_utf8_nul_bytes_and_progress_bars_pass_through_unchanged(tmp_pat
     out = os.open(tmp_path / "out.bin", os.O_WRONLY | os.O_CREAT)
     seen, sink = [], Collect()
     try:
-        result = Supervisor([PY, "-c", code], hooks=[lambda r: seen.append(r.text)], sinks=[sink],
-                            stdout_fd=out, stderr_fd=None, forward_signals=False).run()
+        result = supervise([PY, "-c", code], hooks=[lambda r: seen.append(r.text)], sinks=[sink],
+                           stdout_fd=out, stderr_fd=None, forward_signals=False)
     finally:
         os.close(out)
     assert result.exit_code == 0
@@ -267,13 +267,14 @@ def test_training_python_processes_log_into_the_run_log_through_the_environment(
 
 
 def test_without_a_parser_argument_the_default_is_the_clis_auto():
-    from trainvisor.parsers.auto import AutoParser
+    import inspect
+
     from trainvisor.parsers.select import DEFAULT_PARSER
 
     assert DEFAULT_PARSER == "auto"
-    assert type(Supervisor(["true"]).parser) is AutoParser
+    assert inspect.signature(supervise).parameters["parser"].default == DEFAULT_PARSER
     # ... and auto still finds the Caffe metrics the old "caffe" default found.
     sink = Collect()
-    result = Supervisor([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], sinks=[sink], stdout_fd=None,
-                        stderr_fd=None, forward_signals=False).run()
+    result = supervise([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], sinks=[sink], stdout_fd=None,
+                       stderr_fd=None, forward_signals=False)
     assert (result.exit_code, len(sink.metrics)) == (0, 91)

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from .stream.pipeline import Pipeline
     from .stream.replay import replay
     from .run import Run, RunSummary
-    from .supervisor import RunResult, Supervisor
+    from .run.live import RunResult, supervise
+    from .supervisor import ProcessResult, Supervisor
 
 _EXPORTS = {
     "TrainvisorError": "errors",
@@ -46,7 +47,9 @@ _EXPORTS = {
     "Run": "run",
     "RunSummary": "run",
     "RunConfig": "config",
-    "RunResult": "supervisor",
+    "RunResult": "run.live",
+    "supervise": "run.live",
+    "ProcessResult": "supervisor",
     "Supervisor": "supervisor",
 }
 

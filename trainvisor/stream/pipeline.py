@@ -1,16 +1,19 @@
-"""The one path from lines to sinks, shared by `run` and `replay`."""
+"""The one path from lines to sinks, shared by `run` and `replay`: blocks -> parser -> line
+hooks and sinks. Owned by whoever owns the sinks (a `Run`, a replay): it outlives one source, so
+a restarted child's output goes to the same sinks through a fresh parser (`restart`)."""
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..events import Event, LineRecord, with_stream
+from ..events import Event, LineBlock, LineRecord, with_stream
 from .faults import FaultCounter
-from .lines import LineBlock
-from ..parsers.base import Parser
-from ..sinks.base import Sink
+
+if TYPE_CHECKING:
+    from ..parsers.base import Parser
+    from ..sinks.base import Sink
 
 __all__ = ["Pipeline", "PipelineStats", "LineHook"]
 
@@ -24,8 +27,10 @@ def _component_name(obj: object) -> str:
     return str(name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PipelineStats:
+    """What the pipeline has seen so far (a snapshot: safe to hand to another thread)."""
+
     lines: int = 0
     events: int = 0
     truncated_lines: int = 0
@@ -40,9 +45,9 @@ class Pipeline:
 
     def __init__(
         self,
-        parser: Parser,
+        parser: "Parser",
         *,
-        sinks: Sequence[Sink] = (),
+        sinks: Sequence["Sink"] = (),
         hooks: Sequence[LineHook] = (),
         flush_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
@@ -53,17 +58,21 @@ class Pipeline:
         self.sinks = list(sinks)
         self.hooks = [(h, "hook " + _component_name(h)) for h in hooks]
         self.faults = FaultCounter(log)
-        self.stats = PipelineStats()
+        self._lines = self._events = self._truncated = 0
         self.flush_interval = flush_interval
         self._clock = clock
         self._last_flush = clock()
         self._parser_name = "parser " + _component_name(parser)
         self._last_stream = "stdout"  # what the events a parser releases at finish came from
 
+    @property
+    def stats(self) -> PipelineStats:
+        return PipelineStats(self._lines, self._events, self._truncated)
+
     def feed(self, block: LineBlock) -> None:
-        self.stats.lines += block.count
+        self._lines += block.count
         if block.truncated:
-            self.stats.truncated_lines += len(block.truncated)
+            self._truncated += len(block.truncated)
         if self.hooks:
             self._run_hooks(block)
         try:
@@ -87,6 +96,21 @@ class Pipeline:
 
     def finish(self) -> None:
         """End of input: drain the parser, flush and close the sinks."""
+        self._finish_parser()
+        self._each_sink("flush")
+        self._each_sink("close")
+
+    def restart(self, parser: "Parser") -> None:
+        """A new source for the same sinks (a restarted child): what the old parser held back is
+        released, and `parser` (fresh, so no state of the last attempt leaks) reads from here on."""
+        self._finish_parser()
+        self.parser = parser
+        self._stamps_stream = bool(getattr(parser, "stamps_stream", False))
+        self._parser_name = "parser " + _component_name(parser)
+        self._last_stream = "stdout"
+        self._each_sink("flush")
+
+    def _finish_parser(self) -> None:
         try:
             events = self.parser.finish()
         except Exception as exc:
@@ -98,8 +122,6 @@ class Pipeline:
             if self._last_stream != "stdout" and not self._stamps_stream:
                 events = with_stream(events, self._last_stream)
             self._dispatch(events)
-        self._each_sink("flush")
-        self._each_sink("close")
 
     # -- internals ---------------------------------------------------------
 
@@ -113,7 +135,7 @@ class Pipeline:
                     self.faults.record(name, exc)
 
     def _dispatch(self, events: list[Event]) -> None:
-        self.stats.events += len(events)
+        self._events += len(events)
         for sink in self.sinks:
             try:
                 sink.write(events)

@@ -1,22 +1,22 @@
-"""Replay a saved log through the same splitter, parser and sinks as a live run."""
+"""Replay a saved log through the same engine, parser and sinks as a live run: the log is
+a source like a child's pipes (`engine.file_items`), driven by the one loop (`StreamEngine`)."""
 from __future__ import annotations
 
 import os
 import time
-from typing import BinaryIO, Callable, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Sequence
 
-from .lines import DEFAULT_MAX_LINE, LineSplitter
-from ..parsers.base import Parser
+from .engine import READ_SIZE, StreamEngine, file_items
+from .lines import DEFAULT_MAX_LINE
 from .pipeline import LineHook, Pipeline, PipelineStats
-from ..sinks.base import Sink
 
-__all__ = ["replay", "replay_stream", "REPLAY_CHUNK"]
+if TYPE_CHECKING:
+    from ..parsers.base import Parser
+    from ..sinks.base import Sink
 
-# What a live run's reader takes at once (supervisor/readers.READ_SIZE): blocks of the same size
-# as live. Larger ones are slower, not faster: a block with one non-ASCII character is a str of 2
-# or 4 bytes a character, and at 256 KiB (a fresh 1 MiB mapping for each) the bench's mixed log
-# replayed 1.3x (generic) to 2.4x (caffe) slower.
-REPLAY_CHUNK = 64 * 1024
+__all__ = ["replay", "replay_stream", "REPLAY_CHUNK", "REPLAY_STREAM"]
+
+REPLAY_CHUNK = READ_SIZE  # blocks of the size a live run reads: the same blocks, the same cost
 REPLAY_STREAM = "log"
 
 
@@ -30,28 +30,17 @@ def replay_stream(
     wall_clock: Callable[[], float] = time.time,
 ) -> PipelineStats:
     """Feed a binary stream to `pipeline` and finish it."""
-    splitter = LineSplitter(REPLAY_STREAM, max_line=max_line)
-    read = stream.read
-    feed = pipeline.feed
-    while True:
-        chunk = read(chunk_size)
-        if not chunk:
-            break
-        block = splitter.feed(chunk, clock(), wall_clock())
-        if block is not None:
-            feed(block)
-    block = splitter.finish(clock(), wall_clock())
-    if block is not None:
-        feed(block)
+    engine = StreamEngine(pipeline, max_line=max_line, clock=clock, wall_clock=wall_clock)
+    engine.drive(file_items(stream, REPLAY_STREAM, chunk_size=chunk_size, clock=clock, wall_clock=wall_clock))
     pipeline.finish()
     return pipeline.stats
 
 
 def replay(
     path: str | os.PathLike,
-    parser: Parser,
+    parser: "Parser",
     *,
-    sinks: Sequence[Sink] = (),
+    sinks: Sequence["Sink"] = (),
     hooks: Sequence[LineHook] = (),
     max_line: int = DEFAULT_MAX_LINE,
 ) -> PipelineStats:

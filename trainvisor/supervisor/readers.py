@@ -12,50 +12,14 @@ import os
 import select
 import threading
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 from ..stderr_gate import STDERR, write_all
+from ..stream.source import READ_SIZE, ByteBudget, Chunk, Eof, Gap
 
-__all__ = ["Chunk", "Gap", "PipeReader", "ByteBudget", "RunLog", "write_all"]
+__all__ = ["PipeReader", "RunLog", "write_all"]
 
 log = logging.getLogger("trainvisor.supervisor")
-
-READ_SIZE = 64 * 1024
-
-
-class Chunk(NamedTuple):
-    stream: str
-    data: bytes
-    time: float
-    wall_time: float
-
-
-class Gap(NamedTuple):
-    """Bytes that were passed through but not parsed because the pipeline fell
-    too far behind; `newlines` keeps line numbers right after it."""
-
-    stream: str
-    size: int
-    newlines: int
-    ends_with_newline: bool
-
-
-class Eof(NamedTuple):
-    stream: str
-
-
-class ByteBudget:
-    """Bytes handed to the pipeline and not yet parsed. Each counter has one
-    writer thread, so no lock is needed."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.produced = 0
-        self.consumed = 0
-
-    def in_flight(self) -> int:
-        return self.produced - self.consumed
-
 
 
 class RunLog:
@@ -111,8 +75,8 @@ class PipeReader(threading.Thread):
         fd: int,
         *,
         passthrough_fd: Optional[int],
-        put: Callable[[object], None],
-        budget: ByteBudget,
+        put: Optional[Callable[[object], None]],
+        budget: Optional[ByteBudget],
         run_log: Optional[RunLog] = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -144,7 +108,8 @@ class PipeReader(threading.Thread):
         finally:
             if self.run_log is not None:
                 self.run_log.close_stream(self.stream)
-            self._put(Eof(self.stream))
+            if self._put is not None:
+                self._put(Eof(self.stream))
             for fd in (self._wake_r, self._wake_w):
                 try:
                     os.close(fd)
@@ -192,6 +157,8 @@ class PipeReader(threading.Thread):
         if self.run_log is not None:
             self.run_log.write(stream, data)
         budget = self._budget
+        if budget is None:  # nobody parses this source: pass-through only
+            return
         if budget.in_flight() > budget.limit:
             self.dropped_bytes += len(data)
             self._put(Gap(stream, len(data), data.count(b"\n"), data.endswith(b"\n")))

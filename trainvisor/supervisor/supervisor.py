@@ -1,40 +1,37 @@
-"""`Supervisor`: run a training command, pass its output through, parse it live.
+"""`Supervisor`: run a training command, pass its output through, hand its bytes on.
 
-Threads: one reader per pipe (pass-through only), one pipeline thread (split,
-parse, hooks, sinks), and the caller's thread, which waits for the child and
-forwards signals. Nothing trainvisor does can block the child's writes.
+A source of bytes and a process manager, nothing more: it spawns the child, reads its pipes
+(one reader thread each: pass-through, the run log, and the bytes put on a `Channel` for
+whoever parses them), forwards signals, reaps orphans, ends the process tree and reports the
+exit. It parses nothing: the owner of the channel (a `Run`, `run.live.supervise`) drives the
+stream engine on a thread of its own. The caller's thread waits for the child; `stop()` and
+`send_signal()` may be called from any thread. Nothing trainvisor does can block the child's writes.
 """
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
-from ..stream.lines import DEFAULT_MAX_LINE, LineSplitter
-from ..parsers import ParserOptions, create_parser
-from ..parsers.base import Parser
-from ..parsers.select import DEFAULT_PARSER
-from ..stream.pipeline import LineHook, Pipeline, PipelineStats
-from ..sinks.base import Sink
+from ..stream.source import Channel
 from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child
-from .readers import ByteBudget, Chunk, Eof, Gap, PipeReader, RunLog
+from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
 
-__all__ = ["Supervisor", "RunResult"]
+__all__ = ["Supervisor", "ProcessResult", "DEFAULT_STOP_GRACE"]
 
 log = logging.getLogger("trainvisor.supervisor")
 
 DEFAULT_KILL_TIMEOUT = 30.0
-# How far the parser may fall behind the child before bytes are passed through
-# unparsed (and counted) rather than held in memory.
-DEFAULT_PARSE_BACKLOG = 256 * 1024 * 1024
+# `stop()`: how long the child has after the polite signal (SIGINT: Caffe snapshots, Python raises
+# KeyboardInterrupt) before SIGTERM; the kill timeout then runs as for any SIGTERM.
+DEFAULT_STOP_GRACE = 30.0
 # After the tree has ended, the pipes are at EOF unless a process outside the
 # tree holds them: the readers get this long, together, to drain what is left.
 READER_GRACE = 0.5
@@ -42,19 +39,27 @@ READER_GRACE = 0.5
 TREE_REFRESH = 0.5
 
 
-@dataclass
-class RunResult:
+@dataclass(frozen=True)
+class ProcessResult:
+    """How the child ended, and what it took: the process's side of a run."""
+
     exit_code: int
     returncode: int
-    stats: PipelineStats
-    faults: dict = field(default_factory=dict)
     unparsed_bytes: int = 0
     killed_processes: int = 0
     signalled_by: Optional[int] = None
+    stop_reason: Optional[str] = None
+    """Why the owner asked the training to stop (`stop()`), if it did."""
 
     @property
     def signal(self) -> Optional[int]:
         return -self.returncode if self.returncode < 0 else None
+
+
+class _StopRequest(NamedTuple):
+    reason: str
+    signal: int
+    grace: float
 
 
 class Supervisor:
@@ -69,6 +74,7 @@ class Supervisor:
     without ending it (SIGKILL): "term" (SIGTERM) or "keep" (nothing).
     With `pty=True` the child's stdout and stderr are one pseudo-terminal
     (`trainvisor.supervisor.terminal`), read and passed through as "stdout".
+    The bytes read go on `channel` (None: passed through only, parsed by nobody).
 
     >>> from trainvisor import Supervisor
     >>> Supervisor(["sh", "-c", "echo hi"]).run().exit_code  # doctest: +SKIP
@@ -79,24 +85,19 @@ class Supervisor:
         self,
         argv: Sequence[str],
         *,
-        parser: Parser | str = DEFAULT_PARSER,
-        parser_options: Optional[ParserOptions] = None,
-        sinks: Sequence[Sink] = (),
-        hooks: Sequence[LineHook] = (),
+        channel: Optional[Channel] = None,
         shell: bool = False,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         extra_env: Optional[Mapping[str, str]] = None,
         log_file: Optional[str] = None,
         kill_timeout: float = DEFAULT_KILL_TIMEOUT,
-        max_line: int = DEFAULT_MAX_LINE,
         stdout_fd: Optional[int] = 1,
         stderr_fd: Optional[int] = 2,
         forward_signals: bool = True,
         subreaper: bool = False,
         on_supervisor_death: str = "term",
         pty: bool = False,
-        parse_backlog: int = DEFAULT_PARSE_BACKLOG,
         own_pids: Callable[[], Iterable[int]] = lambda: (),
         popen: Callable[..., subprocess.Popen] = subprocess.Popen,
     ) -> None:
@@ -105,19 +106,13 @@ class Supervisor:
 
             raise ConfigError("no command given to supervise")
         self.argv = list(argv)
-        if isinstance(parser, str):
-            opts = parser_options or ParserOptions(year=time.localtime().tm_year, argv=tuple(argv))
-            parser = create_parser(parser, opts)
-        self.parser = parser
-        self.sinks = list(sinks)
-        self.hooks = list(hooks)
+        self.channel = channel
         self.shell = shell
         self.cwd = cwd
         self.env = env
         self.extra_env = dict(extra_env or {})
         self.log_file = log_file
         self.kill_timeout = kill_timeout
-        self.max_line = max_line
         self.stdout_fd = stdout_fd
         self.stderr_fd = stderr_fd
         self.forward_signals = forward_signals
@@ -125,20 +120,23 @@ class Supervisor:
         self.death_signal = death_signal_for(on_supervisor_death)
         self.pty = pty
         self._pty_master: Optional[int] = None
-        self.parse_backlog = parse_backlog
         # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
         self.token = os.urandom(8).hex()  # os.urandom, not secrets: that module costs ~8 ms of start-up
         self._own_pids = own_pids
         self._popen = popen
+        # What other threads change (send_signal, stop) and the waiting thread reads: under _lock.
+        self._lock = threading.Lock()
         self._shutdown_at: Optional[float] = None
         self._signalled_by: Optional[int] = None
+        self._stop: Optional[_StopRequest] = None
+        self._stop_escalate_at: Optional[float] = None  # when the polite signal was sent + its grace
+        self._waker: Optional[Waker] = None
         self._announced = False
         self.proc: Optional[subprocess.Popen] = None
-        self.pipeline: Optional[Pipeline] = None
 
     # -- public ------------------------------------------------------------
 
-    def run(self) -> RunResult:
+    def run(self) -> ProcessResult:
         """Run the child to completion; raises `CommandNotFound` / `CommandNotExecutable`.
 
         The child is forked from the calling thread, which this call blocks until
@@ -155,7 +153,6 @@ class Supervisor:
         env = dict(os.environ if self.env is None else self.env)
         env.update(self.extra_env)
         env[TREE_TOKEN_ENV] = self.token
-        self.pipeline = Pipeline(self.parser, sinks=self.sinks, hooks=self.hooks)
         run_log_fd = None
         if self.log_file:
             os.makedirs(os.path.dirname(os.path.abspath(self.log_file)), exist_ok=True)
@@ -170,9 +167,6 @@ class Supervisor:
                 proc = self.proc = spawn_child(self.argv, shell=self.shell, cwd=self.cwd, env=env,
                                                popen=self._popen, setup=child_setup(self.death_signal),
                                                terminal=slave)
-            except BaseException:
-                self.pipeline.finish()
-                raise
             finally:
                 if slave is not None:
                     os.close(slave)  # the child has it: the master reads EOF (EIO) when the tree closes it
@@ -184,37 +178,52 @@ class Supervisor:
             self._pty_master = None
 
     def send_signal(self, sig: int) -> None:
-        """Forward `sig` to the child's process group; shutdown signals start the kill timeout."""
-        if self.proc is None:
-            return
-        if sig in SHUTDOWN_SIGNALS and self._shutdown_at is None:
-            self._shutdown_at = time.monotonic()
-            self._signalled_by = sig
+        """Forward `sig` to the child's process group; shutdown signals start the kill timeout.
+        Any thread (the signal forwarding runs on the waiting thread; an owner may call it too)."""
+        with self._lock:
+            if self.proc is None:
+                return
+            if sig in SHUTDOWN_SIGNALS and self._shutdown_at is None:
+                self._shutdown_at = time.monotonic()
+                self._signalled_by = sig
+            pid = self.proc.pid
         if sig == signal.SIGWINCH and self._pty_master is not None:
             from .terminal import follow_window
 
             follow_window(self._pty_master, (self.stdout_fd or 1, self.stderr_fd or 2, 0))
         try:
-            os.killpg(self.proc.pid, sig)
+            os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
+    def stop(self, reason: str, *, sig: int = signal.SIGINT, grace: float = DEFAULT_STOP_GRACE) -> bool:
+        """Ask the training to stop, from any thread: `sig` to the child's process group now,
+        SIGTERM after `grace` seconds if it is still running, then the kill timeout as for any
+        SIGTERM. The reason is reported in the result. Asked before `run()`, the child is stopped
+        as soon as it runs. False when the child has ended or a stop was already asked for (the
+        first reason stands)."""
+        with self._lock:
+            if self._stop is not None or (self.proc is not None and self.proc.returncode is not None):
+                return False
+            self._stop = _StopRequest(reason, sig, max(0.0, grace))
+            waker = self._waker
+            if waker is not None:
+                waker.notify()  # the waiting thread carries it out (signals, log lines, deadlines)
+        return True
+
     # -- internals ---------------------------------------------------------
 
-    def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int], reaper: Optional[Reaper]) -> RunResult:
-        q: "queue.SimpleQueue[object]" = queue.SimpleQueue()
-        budgets = {"stdout": ByteBudget(self.parse_backlog // 2), "stderr": ByteBudget(self.parse_backlog // 2)}
+    def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int], reaper: Optional[Reaper]) -> ProcessResult:
         run_log = RunLog(run_log_fd) if run_log_fd is not None else None
         if self._pty_master is not None:
             sources = [("stdout", self._pty_master, self.stdout_fd)]
         else:
             assert proc.stdout is not None and proc.stderr is not None
             sources = [("stdout", proc.stdout.fileno(), self.stdout_fd), ("stderr", proc.stderr.fileno(), self.stderr_fd)]
-        readers = [PipeReader(stream, src, passthrough_fd=fd, put=q.put, budget=budgets[stream], run_log=run_log)
+        channel = self.channel
+        readers = [PipeReader(stream, src, passthrough_fd=fd, put=channel.put if channel else None,
+                              budget=channel.budgets[stream] if channel else None, run_log=run_log)
                    for stream, src, fd in sources]
-        pipeline_thread = threading.Thread(
-            target=self._pipeline_loop, args=(q, budgets, len(readers)), name="trainvisor-pipeline", daemon=True
-        )
         # The handlers go in before the readers start: until a reader passes the child's first
         # bytes on, nobody who watches its output can have reacted to it with a signal, so none
         # is lost to a disposition we are about to replace (SIG_IGN when started with `&`).
@@ -222,31 +231,37 @@ class Supervisor:
         handlers = SignalHandlers(forward=self.send_signal if self.forward_signals else None,
                                   on_child=waker.notify if reaper is not None else None)
         signals_on = handlers.install()
+        with self._lock:
+            self._waker = waker
+            if self._stop is not None:
+                waker.notify()
         try:
             for r in readers:
                 r.start()
-            pipeline_thread.start()
         except BaseException:
             handlers.restore()
-            waker.close()
+            self._close_waker()
             raise
         tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token)
         killed = self._wait_and_end(proc, tree, reaper, waker, handlers, signals_on)
         self._join_readers(readers)
-        pipeline_thread.join()
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-        stats = self.pipeline.stats if self.pipeline else PipelineStats()
-        return RunResult(
+        return ProcessResult(
             exit_code=exit_code_of(proc.returncode),
             returncode=proc.returncode,
-            stats=stats,
-            faults=dict(self.pipeline.faults.counts) if self.pipeline else {},
             unparsed_bytes=sum(r.dropped_bytes for r in readers),
             killed_processes=killed,
             signalled_by=self._signalled_by,
+            stop_reason=self._stop.reason if self._stop is not None else None,
         )
+
+    def _close_waker(self) -> None:
+        with self._lock:
+            waker, self._waker = self._waker, None
+        if waker is not None:
+            waker.close()
 
     def _wait_and_end(self, proc: subprocess.Popen, tree: ProcessTree, reaper: Optional[Reaper], waker: Waker,
                       handlers: SignalHandlers, signals_on: bool) -> int:
@@ -266,7 +281,7 @@ class Supervisor:
             killed += tree.terminate_all(timeout=grace)
             if reaper is not None:
                 reaper.reap()
-            waker.close()
+            self._close_waker()
         return killed
 
     def _wait_child(self, proc: subprocess.Popen, tree: ProcessTree, waker: Waker,
@@ -277,7 +292,7 @@ class Supervisor:
         nap = 0.5 if waker.sees_child_exit and (reaper is None or sigchld) else 0.05
         next_refresh = 0.0
         while proc.poll() is None:
-            timeout = nap
+            timeout = min(nap, self._carry_out_stop(proc))
             if self._shutdown_at is not None:
                 self._announce_shutdown()
                 remaining = self._shutdown_at + self.kill_timeout - time.monotonic()
@@ -295,6 +310,34 @@ class Supervisor:
                 tree.refresh()  # remember descendants while the child lives
                 next_refresh = time.monotonic() + TREE_REFRESH
         return 0
+
+    def _carry_out_stop(self, proc: subprocess.Popen) -> float:
+        """The owner's stop request, on the waiting thread: the polite signal once, SIGTERM when
+        its grace is over. Returns how long the wait may sleep before the next step."""
+        with self._lock:
+            request, escalate_at = self._stop, self._stop_escalate_at
+        if request is None:
+            return float("inf")
+        now = time.monotonic()
+        if escalate_at is None:
+            log.warning("stopping the training (%s): %s to its process group, SIGTERM in %.1fs unless it exits",
+                        request.reason, signal.Signals(request.signal).name, request.grace)
+            with self._lock:
+                escalate_at = self._stop_escalate_at = now + request.grace
+            if request.signal in SHUTDOWN_SIGNALS and request.signal != signal.SIGINT:
+                self.send_signal(request.signal)  # SIGTERM/SIGHUP: the kill timeout starts now
+            else:
+                try:
+                    os.killpg(proc.pid, request.signal)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        if now >= escalate_at:
+            if self._shutdown_at is None:
+                log.warning("the training did not stop %.1fs after %s: SIGTERM", request.grace,
+                            signal.Signals(request.signal).name)
+                self.send_signal(signal.SIGTERM)
+            return float("inf")
+        return escalate_at - now
 
     def _announce_shutdown(self) -> None:
         """Log, once, that a shutdown signal went to the child (not from the
@@ -314,29 +357,3 @@ class Supervisor:
                 log.warning("a process outside the child's tree holds its %s open; stopped reading", r.stream)
                 r.stop()
                 r.join()
-
-    def _pipeline_loop(self, q: "queue.SimpleQueue[object]", budgets: dict, open_streams: int) -> None:
-        pipeline = self.pipeline
-        assert pipeline is not None
-        splitters = {s: LineSplitter(s, max_line=self.max_line) for s in ("stdout", "stderr")}
-        get = q.get
-        feed = pipeline.feed
-        while open_streams:
-            try:
-                item = get(timeout=pipeline.flush_interval)
-            except queue.Empty:
-                pipeline.tick()
-                continue
-            if type(item) is Chunk:
-                budgets[item.stream].consumed += len(item.data)
-                block = splitters[item.stream].feed(item.data, item.time, item.wall_time)
-                if block is not None:
-                    feed(block)
-            elif type(item) is Gap:
-                splitters[item.stream].skip(item.newlines, item.ends_with_newline)
-            elif type(item) is Eof:
-                open_streams -= 1
-                block = splitters[item.stream].finish(time.monotonic(), time.time())
-                if block is not None:
-                    feed(block)
-        pipeline.finish()

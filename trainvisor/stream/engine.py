@@ -1,0 +1,77 @@
+"""`StreamEngine`: the one drive loop, from a source's items to the pipeline.
+
+Every source goes through it: the child's pipes in a run (through a `Channel`, on the
+pipeline thread), a saved log in a replay (read here, on the caller's thread), a followed
+file. It keeps one `LineSplitter` per stream for one source; the `Pipeline` behind it is
+the owner's and outlives the source, so a restarted child feeds the same sinks.
+"""
+from __future__ import annotations
+
+import time
+from typing import BinaryIO, Callable, Iterable, Iterator, Optional
+
+from .lines import DEFAULT_MAX_LINE, LineSplitter
+from .pipeline import Pipeline
+from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
+
+__all__ = ["StreamEngine", "file_items", "READ_SIZE"]
+
+class StreamEngine:
+    """Splits each stream of a source into lines and feeds them to `pipeline`."""
+
+    def __init__(self, pipeline: Pipeline, *, max_line: int = DEFAULT_MAX_LINE,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        self.pipeline = pipeline
+        self.max_line = max_line
+        self._clock = clock
+        self._wall = wall_clock
+
+    def drive(self, items: Iterable[Optional[Item]]) -> None:
+        """Feed one source to its end (`End`, or its items exhausted). None is a quiet moment:
+        the pipeline flushes its sinks if their interval has passed. The pipeline is not
+        finished here: its owner finishes it once, after its last source."""
+        pipeline = self.pipeline
+        feed = pipeline.feed
+        splitters: dict[str, LineSplitter] = {}
+        for item in items:
+            kind = type(item)
+            if kind is Chunk:
+                splitter = splitters.get(item.stream) or self._splitter(splitters, item.stream)
+                block = splitter.feed(item.data, item.time, item.wall_time)
+                if block is not None:
+                    feed(block)
+            elif item is None:
+                pipeline.tick()
+            elif kind is Gap:
+                (splitters.get(item.stream) or self._splitter(splitters, item.stream)).skip(
+                    item.newlines, item.ends_with_newline)
+            elif kind is Eof:
+                splitter = splitters.pop(item.stream, None)
+                block = splitter.finish(self._clock(), self._wall()) if splitter is not None else None
+                if block is not None:
+                    feed(block)
+            elif kind is End:
+                break
+        for stream, splitter in splitters.items():  # a source that ended without an Eof for a stream
+            block = splitter.finish(self._clock(), self._wall())
+            if block is not None:
+                feed(block)
+        splitters.clear()
+
+    def _splitter(self, splitters: dict[str, LineSplitter], stream: str) -> LineSplitter:
+        splitter = splitters[stream] = LineSplitter(stream, max_line=self.max_line)
+        return splitter
+
+
+def file_items(fh: BinaryIO, stream: str, *, chunk_size: int = READ_SIZE,
+               clock: Callable[[], float] = time.monotonic,
+               wall_clock: Callable[[], float] = time.time) -> Iterator[Item]:
+    """A saved log as a source: its bytes as one stream, then its Eof and End."""
+    read = fh.read
+    while True:
+        data = read(chunk_size)
+        if not data:
+            break
+        yield Chunk(stream, data, clock(), wall_clock())
+    yield Eof(stream)
+    yield End()
