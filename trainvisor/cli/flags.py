@@ -55,6 +55,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--pty", ("process", "pty")),
     Flag("--cwd", ("process", "cwd"), metavar="DIR"),
     Flag("--kill-timeout", ("process", "kill_timeout"), metavar="SECONDS"),
+    Flag("--stop-grace", ("process", "stop_grace"), metavar="SECONDS"),
     Flag("--on-supervisor-death", ("process", "on_supervisor_death"), metavar="term|keep"),
     Flag("--summary", ("logging", "summary"), switch="--no-summary"),
     Flag("--quiet", ("logging", "quiet"), short="-q"),

@@ -51,6 +51,9 @@ class ProcessConfig(Section):
     env: Mapping[str, str] = setting(_EMPTY, help="Extra environment variables for the child.")
     kill_timeout: float = setting(30.0, check=finite_non_negative,
                                   help="Seconds between SIGTERM and SIGKILL of the whole process tree at shutdown.")
+    stop_grace: float = setting(30.0, check=finite_non_negative,
+                                help="When trainvisor stops the training (Run.request_stop, a stop rule): seconds "
+                                     "between SIGINT (Caffe snapshots, Python raises KeyboardInterrupt) and SIGTERM.")
     output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here.")
     on_supervisor_death: str = setting("term", check=one_of("term", "keep"),
                                        help="If trainvisor is killed: 'term' sends the child SIGTERM, 'keep' leaves it.")

@@ -3,13 +3,16 @@
 `Run(config).run()` does in Python exactly what `trainvisor run` does on the command line (the
 CLI is a face over this class). The order is the contract:
   1. the run directory and trainvisor's log;
-  2. the parser, the sinks, the upload destination (preflighted) and the checkpoint watcher,
-     so every configuration error fails before the training starts;
-  3. the training, supervised (its output passed through, parsed live);
-  4. the watcher stopped (the sets the run ended with handed over), uploads drained;
-  5. a `RunSummary`.
-Python users may pass objects the config cannot name: a parser, line hooks, extra sinks, an
-uploader. Everything started is stopped on the way out, whatever raised.
+  2. the parser, the pipeline and its sinks, the upload destination (preflighted) and the
+     checkpoint watcher, so every configuration error fails before the training starts;
+  3. the training, supervised (its output passed through, parsed live): `run_attempt()`, once,
+     or again into the same run (the pipeline and sinks outlive a child; its parser is fresh);
+  4. `finish()`: the sinks closed, the watcher stopped (the sets the run ended with handed
+     over), uploads drained, a `RunSummary`.
+The Run is the training's control handle: `request_stop(reason)` from any thread ends it
+(SIGINT, SIGTERM after a grace, then the kill timeout), and the summary says why. Python users
+may pass objects the config cannot name: a parser, line hooks, extra sinks, an uploader.
+Everything started is stopped on the way out, whatever raised.
 """
 from __future__ import annotations
 
@@ -17,19 +20,23 @@ import contextlib
 import json
 import logging
 import os
-import sys
+import signal
+import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from ..config import RunConfig
 from ..config.convert import to_dict
 from ..errors import ConfigError
-from ..sinks.stats import StatsSink
 from .logsetup import RunLogging
 from .rundir import RunDirectory
 from .saved import save_config
-from .summary import FaultCount, RunSummary, UploadTotals
+from .parts import _Parts
+from .summary import RunSummary
+
+if TYPE_CHECKING:
+    from ..supervisor.supervisor import ProcessResult, Supervisor
 
 __all__ = ["Run", "new_run_id"]
 
@@ -65,6 +72,13 @@ class Run:
         self._supervisor_factory = supervisor_factory
         self._stack: Optional[contextlib.ExitStack] = None
         self._parts: Optional[_Parts] = None
+        self._rundir: Optional[RunDirectory] = None
+        # The control handle's state: the child now running, and a stop asked for (any thread).
+        self._control = threading.Lock()
+        self._supervisor: Optional["Supervisor"] = None
+        self._stop: Optional[tuple[str, int, float]] = None
+        self._attempts = 0
+        self._last: Optional["ProcessResult"] = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Run":
@@ -81,7 +95,8 @@ class Run:
         stack = contextlib.ExitStack()
         try:
             # The lock first and released last: a second run on this directory touches nothing.
-            rundir = RunDirectory.open(self.run_dir, run_id=self.config.run.id, new_id=lambda: self.run_id)
+            rundir = self._rundir = RunDirectory.open(self.run_dir, run_id=self.config.run.id,
+                                                      new_id=lambda: self.run_id)
             stack.callback(rundir.close)
             self.run_id, self.attempt = rundir.identity.run_id, rundir.identity.attempt
             logging_ = RunLogging.start(self.run_dir, quiet=self.config.logging.quiet)
@@ -106,160 +121,66 @@ class Run:
         if self._stack is None:
             with self:
                 return self.run()
-        parts = self._parts
-        assert parts is not None
-        log.info("run %s: %s (parser %s, metrics %s)", self.run_id, " ".join(self.config.command),
-                 getattr(parts.parser, "name", type(parts.parser).__name__), self.metrics_path)
-        result = parts.supervise()
-        self.summary = parts.summarise(result)
-        log.info("run %s ended: exit code %d, %d lines, %d events", self.run_id, result.exit_code,
-                 result.stats.lines, result.stats.events)
+        self.run_attempt()
+        return self.finish()
+
+    def run_attempt(self) -> "ProcessResult":
+        """Start the command once more in this run and wait for it: the first call is the run's
+        first child; each later one is a restart into the same run (the next attempt number on
+        every record, in run.json too; a fresh parser; the same sinks, watcher and uploads)."""
+        parts = self._started()
+        if self._attempts:
+            self.attempt = self._rundir.next_attempt().attempt  # type: ignore[union-attr]
+            parts.restart_parser(self.attempt)
+        self._attempts += 1
+        log.info("run %s attempt %d: %s (parser %s, metrics %s)", self.run_id, self.attempt,
+                 " ".join(self.config.command), getattr(parts.parser, "name", type(parts.parser).__name__),
+                 self.metrics_path)
+        sup = parts.new_supervisor()
+        with self._control:
+            self._supervisor = sup
+            stop = self._stop
+        if stop is not None:  # asked before this child started: it is stopped as soon as it runs
+            sup.stop(stop[0], sig=stop[1], grace=stop[2])
+        try:
+            result = self._last = parts.supervise(sup)
+        finally:
+            with self._control:
+                self._supervisor = None
+        stats = parts.pipeline.stats
+        log.info("run %s attempt %d ended: exit code %d, %d lines, %d events", self.run_id, self.attempt,
+                 result.exit_code, stats.lines, stats.events)
+        return result
+
+    def finish(self) -> RunSummary:
+        """After the last attempt: close the sinks, stop the watcher, drain the uploads, summarise."""
+        parts = self._started()
+        if self._last is None:
+            raise RuntimeError("Run.finish() before any attempt (call run() or run_attempt())")
+        parts.finish()
+        self.summary = parts.summarise(self._last, attempts=self._attempts)
         return self.summary
 
+    def request_stop(self, reason: str, *, sig: int = signal.SIGINT, grace: Optional[float] = None) -> bool:
+        """Stop the training, from any thread: `sig` (SIGINT: Caffe snapshots, Python frameworks
+        raise KeyboardInterrupt) to its process group, SIGTERM after `grace` seconds
+        (`process.stop_grace`), then the kill timeout. The summary records `reason` and the run
+        exits with EXIT_STOPPED. A checkpoint written on the way out is still uploaded. Asked
+        before the child starts, it stops the child as soon as it runs. False if a stop was
+        already asked for (the first reason stands)."""
+        if grace is None:
+            grace = self.config.process.stop_grace
+        with self._control:
+            if self._stop is not None:
+                return False
+            self._stop = (reason, sig, grace)
+            sup = self._supervisor
+        log.info("run %s: stop requested (%s)", self.run_id, reason)
+        if sup is not None:
+            sup.stop(reason, sig=sig, grace=grace)
+        return True
 
-class _Parts:
-    """What a started run holds; built in the order that fails fastest."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.parser: object = None
-        self.sinks: list = []
-        self.stats_sink = StatsSink(keep_last=False)  # build's replaces it: every run counts
-        self.manager: object = None
-        self.watcher: object = None
-        self.uploads: Optional[UploadTotals] = None
-        self.env: dict[str, str] = {}
-
-    @classmethod
-    def build(cls, run: Run, logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
-        from ..sinks.jsonl import JsonlSink
-        from .build import build_parser
-
-        cfg = run.config
-        parts = cls(run)
-        parts.parser = run._parser or build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
-        # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
-        parts.sinks = [JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt}), *run._user_sinks]
-        # Always counted (a run that parsed nothing says so); the last values only for a summary.
-        parts.stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
-                                                                           and sys.stderr.isatty())),
-                                     on_notice=_log_notice)
-        parts.sinks.append(parts.stats_sink)
-        parts.env = {**cfg.process.env, **logging_.env}
-        parts._build_checkpoints(stack)
-        return parts
-
-    def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
-        from .build import build_manager, build_watcher, open_destination, watch_dirs
-
-        run, cfg = self.run, self.run.config
-        uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
-        if uploader is not None:
-            self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id)
-            stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
-        cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
-        dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
-        if not dirs and self.manager is None:
-            if cfg.watch.checkpoint_patterns:
-                from ..watch.recognizers import default_recognizers
-
-                default_recognizers(cfg.watch.checkpoint_patterns)  # a bad pattern is still an error
-            return
-        if not dirs and not cfg.watch.announced:
-            log.warning("upload.to %s: no --watch directory and announced directories are not watched "
-                        "(--no-announced-watch): nothing will be uploaded", cfg.upload.to)
-            return
-        shallow: tuple[str, ...] = ()
-        if not dirs and cfg.watch.defaults:
-            from ..watch.defaults import default_locations
-
-            found = default_locations(cfg.command, cwd=cwd, home=os.path.expanduser("~"), shell=cfg.process.shell)
-            dirs, shallow = list(found.recursive), found.shallow
-            log.info("upload.to %s: no --watch directory; watching the default checkpoint locations %s, and the "
-                     "directories the training's log announces checkpoints in", cfg.upload.to, found.describe())
-        elif not dirs:
-            log.info("upload.to %s: no --watch directory; the directories the training's log announces "
-                     "checkpoints in are watched", cfg.upload.to)
-        from ..watch.record import CheckpointRecord, FanOut
-
-        consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
-        self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
-                                     iters_per_epoch=cfg.parsing.iters_per_epoch, shallow=shallow)
-        self.sinks.append(self.watcher.announcement_sink())
-        if self.watcher.roots and not shallow:
-            log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
-
-    def supervise(self):
-        from ..supervisor import Supervisor
-
-        run, cfg = self.run, self.run.config
-        factory = run._supervisor_factory or Supervisor
-        sup = factory(
-            list(cfg.command), parser=self.parser, sinks=self.sinks, hooks=run._hooks, shell=cfg.process.shell,
-            cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
-            max_line=cfg.parsing.max_line_bytes, subreaper=True, extra_env=self.env or None,
-            on_supervisor_death=cfg.process.on_supervisor_death, pty=cfg.process.pty,
-            stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
-        )
-        if self.watcher is not None:
-            self.watcher.start()
-        try:
-            return sup.run()
-        finally:
-            ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
-            if self.watcher is not None:
-                self.watcher.stop(drain=True)
-            if self.manager is not None:
-                self.uploads = self._drain(max(0.0, cfg.upload.drain_timeout - (time.monotonic() - ended)))
-
-    def _drain(self, timeout: float) -> UploadTotals:
-        """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
-        waited for. A Ctrl-C here stops waiting (what is left resumes on the next start)."""
-        from .progress import drain_showing_progress, log_outcome
-
-        cfg = self.run.config.upload
-        pending = self.manager.report().pending
-        show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
-        if pending:
-            log.info("waiting up to %.1fs for %d upload(s)", timeout, len(pending))
-        try:
-            report = drain_showing_progress(
-                self.manager, timeout, sys.stderr if show else None,
-                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ")
-        except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
-            log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
-            report = self.manager.report()
-        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s")
-        return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
-
-    def summarise(self, result) -> RunSummary:
-        from .endwarnings import end_warnings
-
-        stats_sink, watcher, cfg = self.stats_sink, self.watcher, self.run.config
-        stats = result.stats
-        found = watcher.stats.handed_over if watcher is not None else 0
-        destination = None if self.manager is None else (
-            cfg.upload.to or getattr(self.run._uploader, "url", "") or type(self.run._uploader).__name__)
-        warnings = end_warnings(destination=destination, checkpoints_found=found,
-                                watched=sorted(watcher.roots) if watcher is not None else (),
-                                lines=stats.lines, metrics=stats_sink.metrics,
-                                parser=getattr(self.parser, "name", type(self.parser).__name__))
-        for w in warnings:
-            log.warning("%s", w)
-        return RunSummary(
-            run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
-            command=self.run.config.command,
-            exit_code=result.exit_code, returncode=result.returncode, lines=stats.lines, events=stats.events,
-            metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
-            unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,
-            signalled_by=result.signalled_by,
-            faults=tuple(FaultCount(c, n) for c, n in sorted(result.faults.items())),
-            metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
-            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
-            notices=tuple(stats_sink.notices.values()), warnings=warnings,
-        )
-
-
-def _log_notice(notice) -> None:
-    """A parser's Notice, once per code (the stats sink's call): the run log, and stderr unless quiet."""
-    log.warning("%s (%s line %d)", notice.message, notice.stream, notice.line)
+    def _started(self) -> "_Parts":
+        if self._parts is None:
+            raise RuntimeError("the Run is not started: use `with Run(config) as run:` or run()")
+        return self._parts

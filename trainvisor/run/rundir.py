@@ -61,6 +61,13 @@ class RunDirectory:
             raise
         return cls(path, identity, fd)
 
+    def next_attempt(self) -> RunIdentity:
+        """A restart of the child within the run: the next attempt number, recorded before the
+        child starts (a later `trainvisor run` on this directory counts on from it)."""
+        self.identity = RunIdentity(self.identity.run_id, self.identity.attempt + 1, self.identity.created)
+        _write_identity(self.path, self.identity)
+        return self.identity
+
     def close(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock

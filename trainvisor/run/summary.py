@@ -7,7 +7,11 @@ from typing import Mapping, Optional
 
 from ..events import Metric, Notice
 
-__all__ = ["RunSummary", "FaultCount", "UploadTotals"]
+__all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
+
+# `trainvisor run`'s exit status when it stopped the training itself, on request (a caller of
+# `Run.request_stop`, a stop rule): apart from the child's own codes 0-2 and 128+N.
+EXIT_STOPPED = 4
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,9 @@ class UploadTotals:
 @dataclass(frozen=True)
 class RunSummary:
     """One finished run. `exit_code` is what `trainvisor run` exits with: the child's code, or
-    128+N when it died of signal N. `attempt` counts the starts on the run directory.
+    128+N when it died of signal N, or EXIT_STOPPED (4) when the run asked it to stop
+    (`Run.request_stop`: `stop_reason` says why; `returncode` is still the child's). `attempt`
+    counts the child's starts in the run directory (the last one's number).
     `notices`: the first record of each Notice code the parsers gave (values the output lacks);
     `warnings`: what the run ended on that its reader must know (nothing uploaded, no metric
     parsed), each naming its remedy."""
@@ -74,6 +80,9 @@ class RunSummary:
     last_metrics: tuple[Metric, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
+    stop_reason: Optional[str] = None
+    attempts: int = 1
+    """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

@@ -21,7 +21,7 @@ class JsonlSink:
                  extra: Optional[Mapping[str, object]] = None) -> None:
         """`extra`: constant fields added to every record (a run adds its `attempt`), so the
         records of a resumed run say which start wrote them."""
-        self._suffix = "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in (extra or {}).items())
+        self.set_extra(extra)
         self._owns = not hasattr(target, "write")
         if self._owns:
             self.path = os.fspath(target)  # type: ignore[arg-type]
@@ -32,6 +32,10 @@ class JsonlSink:
         else:
             self.path = getattr(target, "name", "-")
             self._fh = target  # type: ignore[assignment]
+
+    def set_extra(self, extra: Optional[Mapping[str, object]]) -> None:
+        """The constant fields from now on (a child restarted into the same run: its `attempt`)."""
+        self._suffix = "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in (extra or {}).items())
 
     def write(self, events: Sequence[Event]) -> None:
         fh = self._fh

@@ -1,0 +1,103 @@
+"""The import rules of docs/architecture.md, read from the code itself (every import statement,
+at module level or deferred inside a function): a rule that is only written down drifts."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "trainvisor"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module imported, at module level?) for each import in `path`, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    top = {id(node) for node in tree.body}
+    guarded = {id(n) for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+               for n in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue  # typing only: never executed
+        at_top = id(node) in top or any(id(node) in {id(c) for c in ast.walk(t)} for t in tree.body
+                                        if isinstance(t, (ast.Try, ast.If)))
+        if isinstance(node, ast.Import):
+            out += [(alias.name, at_top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            out.append((name, at_top))
+            out += [(f"{name}.{alias.name}", at_top) for alias in node.names]  # `from . import x` imports x
+    return out
+
+
+MODULES = {_module_name(p): _imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _in(module: str, area: str) -> bool:
+    return module == area or module.startswith(area + ".")
+
+
+def _offenders(area: str, forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(f"{m} imports {target}" for m, imports in MODULES.items() if _in(m, area)
+                  for target, _ in imports if any(_in(target, f) for f in forbidden))
+
+
+def test_the_supervisor_makes_bytes_and_imports_no_parser_or_sink():
+    assert _offenders("trainvisor.supervisor", ("trainvisor.parsers", "trainvisor.sinks")) == []
+
+
+def test_parsers_import_no_module_of_the_stream_engine():
+    """Parsers read `LineBlock`s (events.py, with the other records); the engine feeds them."""
+    assert _offenders("trainvisor.parsers", ("trainvisor.stream", "trainvisor.supervisor", "trainvisor.run")) == []
+
+
+def test_sinks_never_import_parsers_and_only_the_cli_imports_click():
+    assert _offenders("trainvisor.sinks", ("trainvisor.parsers",)) == []
+    clicks = sorted(m for m, imports in MODULES.items() if not _in(m, "trainvisor.cli")
+                    for target, _ in imports if _in(target, "click"))
+    assert clicks == []
+
+
+def test_no_import_cycle_at_module_level():
+    """Deferred imports (inside a function) may point back up, as the parser registry's loading of
+    the built-in parsers does (`parsers/__init__.py` imports `builtin` when first asked); imports
+    that run when a module is loaded form no cycle."""
+    graph = {m: {t for t, top in imports if top and t in MODULES and t != m} for m, imports in MODULES.items()}
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                cycles.append(" -> ".join(cycle))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("module", ["trainvisor.stream.engine", "trainvisor.stream.pipeline", "trainvisor.stream.source"])
+def test_the_engine_reaches_no_process_code(module):
+    assert [t for t, _ in MODULES[module] if _in(t, "trainvisor.supervisor") or _in(t, "trainvisor.run")] == []

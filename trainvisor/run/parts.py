@@ -1,0 +1,222 @@
+"""What a started `Run` holds, built in the order that fails fastest: the parser, the pipeline and
+its sinks, the upload manager and the checkpoint watcher; and the steps the Run takes with them
+(a child supervised into the pipeline, the end, the summary). Typed: the Run reads fields, not
+guesses."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Optional
+
+from ..sinks.stats import StatsSink
+from .logsetup import RunLogging
+from .summary import EXIT_STOPPED, FaultCount, RunSummary, UploadTotals
+
+if TYPE_CHECKING:
+    from ..parsers.base import Parser
+    from ..sinks.base import Sink
+    from ..sinks.jsonl import JsonlSink
+    from ..stream.pipeline import Pipeline
+    from ..supervisor.supervisor import ProcessResult, Supervisor
+    from ..uploaders.manager import UploadManager
+    from ..watch.watcher import CheckpointWatcher
+    from .run import Run
+
+__all__ = ["_Parts"]
+
+log = logging.getLogger("trainvisor")
+
+
+class _Parts:
+    """What a started run holds; built in the order that fails fastest."""
+
+    def __init__(self, run: "Run", parser: "Parser", jsonl: "JsonlSink", stats_sink: StatsSink) -> None:
+        self.run = run
+        self.parser = parser
+        self.jsonl = jsonl
+        self.stats_sink = stats_sink
+        self.sinks: list["Sink"] = [jsonl, *run._user_sinks, stats_sink]
+        self.manager: Optional["UploadManager"] = None
+        self.watcher: Optional["CheckpointWatcher"] = None
+        self.uploads: Optional[UploadTotals] = None
+        self.env: dict[str, str] = {}
+        self.pipeline: Optional["Pipeline"] = None  # built last, once every sink is known
+        self._watching = False
+
+    @classmethod
+    def build(cls, run: "Run", logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
+        from ..sinks.jsonl import JsonlSink
+        from ..stream.pipeline import Pipeline
+
+        cfg = run.config
+        # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
+        jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt})
+        stack.callback(jsonl.close)  # closed by the pipeline's finish; here too if the run never gets there
+        # Always counted (a run that parsed nothing says so); the last values only for a summary.
+        stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
+                                                                     and sys.stderr.isatty())),
+                               on_notice=_log_notice)
+        parts = cls(run, _new_parser(run), jsonl, stats_sink)
+        parts.env = {**cfg.process.env, **logging_.env}
+        parts._build_checkpoints(stack)
+        parts.pipeline = Pipeline(parts.parser, sinks=parts.sinks, hooks=run._hooks)
+        return parts
+
+    def restart_parser(self, attempt: int) -> None:
+        """The next child's records go to the same sinks with its attempt number, read by a
+        fresh parser (nothing of the last child's half-read state carries over)."""
+        assert self.pipeline is not None
+        self.parser = _new_parser(self.run)
+        self.pipeline.restart(self.parser)
+        self.jsonl.set_extra({"attempt": attempt})
+
+    def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        from .build import build_manager, build_watcher, open_destination, watch_dirs
+
+        run, cfg = self.run, self.run.config
+        uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
+        if uploader is not None:
+            self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id)
+            stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
+        cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
+        dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
+        if not dirs and self.manager is None:
+            if cfg.watch.checkpoint_patterns:
+                from ..watch.recognizers import default_recognizers
+
+                default_recognizers(cfg.watch.checkpoint_patterns)  # a bad pattern is still an error
+            return
+        if not dirs and not cfg.watch.announced:
+            log.warning("upload.to %s: no --watch directory and announced directories are not watched "
+                        "(--no-announced-watch): nothing will be uploaded", cfg.upload.to)
+            return
+        shallow: tuple[str, ...] = ()
+        if not dirs and cfg.watch.defaults:
+            from ..watch.defaults import default_locations
+
+            found = default_locations(cfg.command, cwd=cwd, home=os.path.expanduser("~"), shell=cfg.process.shell)
+            dirs, shallow = list(found.recursive), found.shallow
+            log.info("upload.to %s: no --watch directory; watching the default checkpoint locations %s, and the "
+                     "directories the training's log announces checkpoints in", cfg.upload.to, found.describe())
+        elif not dirs:
+            log.info("upload.to %s: no --watch directory; the directories the training's log announces "
+                     "checkpoints in are watched", cfg.upload.to)
+        from ..watch.record import CheckpointRecord, FanOut
+
+        consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
+        self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
+                                     iters_per_epoch=cfg.parsing.iters_per_epoch, shallow=shallow)
+        self.sinks.append(self.watcher.announcement_sink())
+        if self.watcher.roots and not shallow:
+            log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
+
+    def new_supervisor(self) -> "Supervisor":
+        from ..stream.source import Channel
+        from ..supervisor import Supervisor
+        from .live import DEFAULT_PARSE_BACKLOG
+
+        run, cfg = self.run, self.run.config
+        factory = run._supervisor_factory or Supervisor
+        return factory(
+            list(cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
+            cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
+            subreaper=True, extra_env=self.env or None, on_supervisor_death=cfg.process.on_supervisor_death,
+            pty=cfg.process.pty, stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
+        )
+
+    def supervise(self, sup: "Supervisor") -> "ProcessResult":
+        """One child, its output through the pipeline; the watcher runs from the first child on."""
+        from .live import drive_child
+
+        assert self.pipeline is not None
+        if self.watcher is not None and not self._watching:
+            self.watcher.start()
+            self._watching = True
+        return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
+
+    def finish(self) -> None:
+        """The sinks closed (the parser's last records written), the watcher's last sweep, the
+        uploads drained within `upload.drain_timeout` of the training's end."""
+        assert self.pipeline is not None
+        ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
+        try:
+            self.pipeline.finish()
+        finally:
+            if self.watcher is not None and self._watching:
+                self.watcher.stop(drain=True)
+            if self.manager is not None:
+                timeout = self.run.config.upload.drain_timeout - (time.monotonic() - ended)
+                self.uploads = self._drain(max(0.0, timeout))
+
+    def _drain(self, timeout: float) -> UploadTotals:
+        """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
+        waited for. A Ctrl-C here stops waiting (what is left resumes on the next start)."""
+        from .progress import drain_showing_progress, log_outcome
+
+        cfg = self.run.config.upload
+        pending = self.manager.report().pending
+        show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
+        if pending:
+            log.info("waiting up to %.1fs for %d upload(s)", timeout, len(pending))
+        try:
+            report = drain_showing_progress(
+                self.manager, timeout, sys.stderr if show else None,
+                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ")
+        except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
+            log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
+            report = self.manager.report()
+        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s")
+        return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
+
+    def summarise(self, result: "ProcessResult", *, attempts: int) -> RunSummary:
+        from .endwarnings import end_warnings
+
+        assert self.pipeline is not None
+        stats_sink, watcher, cfg = self.stats_sink, self.watcher, self.run.config
+        stats = self.pipeline.stats
+        found = watcher.stats.handed_over if watcher is not None else 0
+        destination = None if self.manager is None else (
+            cfg.upload.to or getattr(self.run._uploader, "url", "") or type(self.run._uploader).__name__)
+        warnings = end_warnings(destination=destination, checkpoints_found=found,
+                                watched=sorted(watcher.roots) if watcher is not None else (),
+                                lines=stats.lines, metrics=stats_sink.metrics,
+                                parser=getattr(self.parser, "name", type(self.parser).__name__))
+        for w in warnings:
+            log.warning("%s", w)
+        if result.stop_reason is not None:
+            log.warning("the training was stopped on request (%s); exit code %d (the child's %d)",
+                        result.stop_reason, EXIT_STOPPED, result.exit_code)
+        return RunSummary(
+            run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
+            command=self.run.config.command,
+            exit_code=EXIT_STOPPED if result.stop_reason is not None else result.exit_code,
+            returncode=result.returncode, lines=stats.lines, events=stats.events,
+            metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
+            unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,
+            signalled_by=result.signalled_by,
+            faults=tuple(FaultCount(c, n) for c, n in sorted(self.pipeline.faults.counts.items())),
+            metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
+            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
+            notices=tuple(stats_sink.notices.values()), warnings=warnings,
+            stop_reason=result.stop_reason, attempts=attempts,
+        )
+
+
+def _new_parser(run: "Run") -> "Parser":
+    """The parser a child's output is read with: the caller's (an object, or a factory called
+    for each child so a restart reads with a fresh one), else the configured one."""
+    given = run._parser
+    if given is not None:
+        return given() if callable(given) and not hasattr(given, "feed") else given
+    from .build import build_parser
+
+    cfg = run.config
+    return build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
+
+
+def _log_notice(notice) -> None:
+    """A parser's Notice, once per code (the stats sink's call): the run log, and stderr unless quiet."""
+    log.warning("%s (%s line %d)", notice.message, notice.stream, notice.line)
