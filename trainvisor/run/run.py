@@ -124,6 +124,7 @@ class _Parts:
         self.run = run
         self.parser: object = None
         self.sinks: list = []
+        self.counted: list = []  # the sinks whose records the summary counts (not the run's own helpers)
         self.stats_sink = StatsSink(keep_last=False)  # build's replaces it: every run counts
         self.manager: object = None
         self.watcher: object = None
@@ -133,13 +134,16 @@ class _Parts:
     @classmethod
     def build(cls, run: Run, logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
         from ..sinks.jsonl import JsonlSink
-        from .build import build_parser
+        from .build import build_parser, build_sinks
 
         cfg = run.config
         parts = cls(run)
         parts.parser = run._parser or build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
-        parts.sinks = [JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt}), *run._user_sinks]
+        parts.sinks = build_sinks(cfg.sinks, jsonl=JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt}),
+                                  objects=run._user_sinks)
+        parts.counted = list(parts.sinks)
+        stack.callback(_close_sinks, parts.counted)  # the pipeline closes them; this, when a run fails before
         # Always counted (a run that parsed nothing says so); the last values only for a summary.
         parts.stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
                                                                            and sys.stderr.isatty())),
@@ -257,7 +261,17 @@ class _Parts:
             metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
+            sinks=tuple(s.counts() for s in self.counted),
         )
+
+
+def _close_sinks(sinks: list) -> None:
+    """Close what the pipeline has not (each wrapper closes its sink once), failures logged."""
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:
+            log.error("sink %s failed to close: %s: %s", sink.name, type(exc).__name__, exc)
 
 
 def _log_notice(notice) -> None:

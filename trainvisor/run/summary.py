@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from ..events import Metric, Notice
+from ..sinks.threaded import SinkCounts
 
-__all__ = ["RunSummary", "FaultCount", "UploadTotals"]
+__all__ = ["RunSummary", "FaultCount", "UploadTotals", "SinkCounts"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ class RunSummary:
     128+N when it died of signal N. `attempt` counts the starts on the run directory.
     `notices`: the first record of each Notice code the parsers gave (values the output lacks);
     `warnings`: what the run ended on that its reader must know (nothing uploaded, no metric
-    parsed), each naming its remedy."""
+    parsed), each naming its remedy. `sinks`: each sink's records written, dropped and failed
+    (the run's JSONL file first)."""
 
     run_id: str
     attempt: int
@@ -74,6 +76,7 @@ class RunSummary:
     last_metrics: tuple[Metric, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
+    sinks: tuple[SinkCounts, ...] = ()
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:
