@@ -250,6 +250,10 @@ class _Parts:
                                 parser=getattr(self.parser, "name", type(self.parser).__name__))
         for w in warnings:
             log.warning("%s", w)
+        sinks = tuple(s.counts() for s in self.counted)
+        for c in sinks:  # the run log keeps them when no summary is printed
+            log.info("sink %s: %d records written, %d dropped, %d failed%s", c.name, c.written, c.dropped, c.failed,
+                     " (abandoned at the end)" if c.abandoned else "")
         return RunSummary(
             run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
             command=self.run.config.command,
@@ -261,7 +265,7 @@ class _Parts:
             metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
-            sinks=tuple(s.counts() for s in self.counted),
+            sinks=sinks,
         )
 
 
