@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .parsers import register_parser
     from .pipeline import Pipeline
     from .replay import replay
+    from .sinks.registry import available_sinks, register_sink
     from .run import Run, RunSummary
     from .supervisor import RunResult, Supervisor
 
@@ -42,6 +43,8 @@ _EXPORTS = {
     "register_parser": "parsers",
     "Pipeline": "pipeline",
     "replay": "replay",
+    "register_sink": "sinks.registry",
+    "available_sinks": "sinks.registry",
     "Run": "run",
     "RunSummary": "run",
     "RunConfig": "config",
