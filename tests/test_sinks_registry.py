@@ -166,3 +166,16 @@ def test_builtin_file_sinks_from_a_config_file_write_what_the_run_parsed(tmp_pat
         live = (tmp_path / "live" / f"caffe.{table}").read_text()
         assert live == (tmp_path / "replayed" / f"caffe.log.{table}").read_text()
     assert live.splitlines()[0] == "NumIters,Seconds,LearningRate,accuracy,loss"
+
+
+def test_the_sink_flag_names_sinks_and_a_misspelled_one_stops_the_run_before_the_child(tmp_path):
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+    shown = subprocess.run([sys.executable, "-m", "trainvisor", "config", "show", "--sink", "jsonl", "--sink", "stats"],
+                           capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    assert '  use: ["jsonl", "stats"]' in shown.stdout.splitlines()
+    marker = tmp_path / "started"
+    run = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--run-dir", "run", "--sink", "stast", "--",
+                          sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                         capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (2, "trainvisor: unknown sink 'stast' (did you mean 'stats'?)\n")
+    assert not marker.exists()
