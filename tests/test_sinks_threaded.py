@@ -152,3 +152,28 @@ def test_a_python_sink_runs_inline_unless_it_says_otherwise(tmp_path, inline, th
     assert recorder.records == len(records) == 111
     counts = {c.name: c for c in summary.sinks}["recorder"]
     assert (counts.written, counts.dropped, counts.failed, counts.threaded) == (111, 0, 0, inline is False)
+
+
+class Raiser(Recorder):
+    """An inline sink whose every write raises."""
+
+    name = "raiser"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def write(self, events) -> None:
+        self.calls += 1
+        raise ValueError("no room")
+
+
+def test_an_inline_sink_that_raises_is_counted_and_the_run_goes_on(tmp_path):
+    raiser = Raiser()
+    summary, records = _run(tmp_path, _config(tmp_path), [raiser])
+    assert summary.exit_code == 0 and len(records) == 111
+    counts = {c.name: c for c in summary.sinks}
+    assert counts["raiser"] == SinkCounts("raiser", written=0, dropped=0, failed=111)
+    assert counts["jsonl"] == SinkCounts("jsonl", written=111)
+    assert summary.faults_by_component["sink raiser"] == raiser.calls > 0
+    assert "  sink raiser    0 written, 111 failed (see the run log)" in format_summary(summary)
