@@ -5,6 +5,7 @@ hours into it. Heavy libraries (watchdog, boto3, qiniu, yaml) are imported only 
 whose feature the run uses."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -65,8 +66,9 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
                 check_sink(obj, str(getattr(obj, "name", None) or type(obj).__qualname__))
                 add(obj, obj.name, bool(getattr(obj, "inline", True)))
     except BaseException:
-        for s in sinks:
-            s.close()
+        for s in sinks:  # what was made before the error: its files closed; the error is what is said
+            with contextlib.suppress(Exception):
+                s.close()
         raise
     return sinks
 
