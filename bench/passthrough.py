@@ -10,6 +10,11 @@
     of the parser pass through unparsed, so when the parser falls behind, lines/s
     counts lines that were only passed through (the 5M-line log is ~500 MB).
     `--lines-b 1000000` (~100 MB) parses every line.
+    With a slow sink (one that sleeps 1 s per write, registered and named with `--sink`, beside
+    JSONL): the paced child's run time against `| cat` (target <= 1.05x), and (b)'s lines/s against
+    the JSONL-only figure of the same rounds (target >= 0.9x); its drops, from the run log, and
+    whether JSONL holds every record. The end-of-run wait for it (sinks.close_timeout, a bound the
+    user sets) is 0 here: what is measured is what the slow sink costs parsing.
     Then a ``\r`` storm: the same bytes with ``\r`` instead of ``\n`` (one physical line of
     5M states, as tqdm over a whole epoch writes it), its time against (b)'s (target <= 2x),
     and the splitter + parser CPU of both in process.
@@ -93,6 +98,33 @@ class ArrivalSink:
         pass
 
 
+# `trainvisor run` with a sink registered under the name "slow" that sleeps 1 s per write.
+SLOW_LAUNCHER = r'''
+import sys, time
+from trainvisor.sinks.registry import register_sink
+
+
+class SlowSink:
+    name = "slow"
+
+    def write(self, events):
+        time.sleep(1.0)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
+register_sink("slow", SlowSink)
+from trainvisor.cli import main
+main(sys.argv[1:])
+'''
+SLOW_ARGS = ["--sink", "slow"]
+SLOW_ENV = {"TRAINVISOR__SINKS__CLOSE_TIMEOUT": "0"}
+
+
 def percentile(values, q):
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -125,6 +157,15 @@ def paced_section(a, py: str, child: str, tmp: str) -> None:
           f"{tv_elapsed / cat_elapsed:.3f}x   (target <= 1.05x)")
     print(f"    write -> metric record delay over {len(delays)} metrics: p50 {percentile(delays, 0.5):.1f} ms, "
           f"p99 {percentile(delays, 0.99):.1f} ms, max {max(delays):.1f} ms   (target p99 < 50 ms)")
+    argv = [py, child, str(log_a), "lines", str(a.rate), "-", elapsed_file]
+    run_dir = os.path.join(tmp, "run-slow-a")
+    subprocess.run([py, os.path.join(tmp, "slow_launcher.py"), "run", *SLOW_ARGS, "--parser", "caffe", "--year",
+                    "2026", "--run-dir", run_dir, "--", *argv], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True, env={**os.environ, "PYTHONPATH": str(ROOT), **SLOW_ENV})
+    slow_elapsed = float(open(elapsed_file).read())
+    print(f"    with a sink sleeping 1 s per write beside JSONL (trainvisor run --sink slow): child run time "
+          f"{slow_elapsed:.2f} s: {slow_elapsed / cat_elapsed:.3f}x cat   (target <= 1.05x)")
+    print(f"      {slow_sink_counts(run_dir)}")
 
 
 def parsed_lines(run_dir: str) -> float:
@@ -137,16 +178,31 @@ def parsed_lines(run_dir: str) -> float:
     return float(found[-1]) if found else float("nan")
 
 
-def run_through(checkout: str, argv: list[str], tmp: str) -> tuple[float, float]:
-    """(seconds, lines parsed) of `trainvisor run` from `checkout` around `argv`."""
+def run_through(checkout: str, argv: list[str], tmp: str, slow: bool = False) -> tuple[float, float]:
+    """(seconds, lines parsed) of `trainvisor run` from `checkout` around `argv`; `slow`: with the
+    slow sink (the run directory is kept for `slow_sink_counts`)."""
     run_dir = tempfile.mkdtemp(dir=tmp)
-    env = {**os.environ, "PYTHONPATH": checkout}
+    env = {**os.environ, "PYTHONPATH": checkout, **(SLOW_ENV if slow else {})}
+    entry = [os.path.join(tmp, "slow_launcher.py"), "run", *SLOW_ARGS] if slow else ["-m", "trainvisor", "run"]
     t0 = time.perf_counter()
-    subprocess.run([argv[0], "-m", "trainvisor", "run", "--parser", "caffe", "--year", "2026",
+    subprocess.run([argv[0], *entry, "--parser", "caffe", "--year", "2026",
                     "--run-dir", os.path.join(run_dir, "run"), "--", *argv], cwd=checkout, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     seconds = time.perf_counter() - t0
     return seconds, parsed_lines(os.path.join(run_dir, "run"))
+
+
+def slow_sink_counts(run_dir: str) -> str:
+    """What the run log says of its sinks, and whether JSONL holds every record the run parsed."""
+    text = open(os.path.join(run_dir, "train.log"), encoding="utf-8", errors="replace").read()
+    counts = dict(re.findall(r"sink (\S+): (\d+) records written", text))
+    dropped = re.findall(r"sink slow: \d+ records written, (\d+) dropped", text)
+    events = re.findall(r"ended: exit code \d+, \d+ lines, (\d+) events", text)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "rb") as f:
+        records = sum(1 for _ in f)
+    return (f"slow sink {counts.get('slow')} written, {dropped[-1] if dropped else '?'} dropped; JSONL "
+            f"{records} records of {events[-1] if events else '?'} events "
+            f"({'every record' if events and int(events[-1]) == records == int(counts['jsonl']) else 'RECORDS MISSING'})")
 
 
 def flat_out_section(a, py: str, child: str, tmp: str) -> float:
@@ -158,12 +214,14 @@ def flat_out_section(a, py: str, child: str, tmp: str) -> float:
     checkouts = [str(ROOT), *(os.path.abspath(c) for c in a.compare)]
     cat_times: list[float] = []
     runs: dict[str, list[tuple[float, float]]] = {c: [] for c in checkouts}
+    slow: list[tuple[float, float]] = []
     for _ in range(a.rounds):
         t0 = time.perf_counter()
         subprocess.run(f"{' '.join(argv)} 2>&1 | cat > /dev/null", shell=True, check=True)
         cat_times.append(time.perf_counter() - t0)
         for checkout in checkouts:
             runs[checkout].append(run_through(checkout, argv, tmp))
+        slow.append(run_through(str(ROOT), argv, tmp, slow=True))
     what = f"medians of {a.rounds} alternating rounds" if a.rounds > 1 else "one round"
     print(f"(b) {n_b} lines in 64 KiB writes ({what}): through cat {n_b / statistics.median(cat_times) / 1e3:.0f}k lines/s")
     for checkout in checkouts:
@@ -174,7 +232,11 @@ def flat_out_section(a, py: str, child: str, tmp: str) -> float:
               f"{parsed:.0f} lines parsed ({parsed / seconds / 1e3:.0f}k parsed lines/s)   (target >= 700k lines/s)")
         if a.rounds > 1:
             print(f"      each round: {rates}")
-    return statistics.median(t for t, _ in runs[str(ROOT)])
+    t_slow, t_jsonl = statistics.median(t for t, _ in slow), statistics.median(t for t, _ in runs[str(ROOT)])
+    print(f"    with the slow sink beside JSONL: {n_b / t_slow / 1e3:.0f}k lines/s, "
+          f"{statistics.median(p for _, p in slow):.0f} lines parsed: {t_jsonl / t_slow:.3f}x the JSONL-only "
+          f"figure   (target >= 0.9x)")
+    return t_jsonl
 
 
 def main() -> None:
@@ -189,6 +251,8 @@ def main() -> None:
         child = os.path.join(tmp, "child.py")
         with open(child, "w") as f:
             f.write(CHILD)
+        with open(os.path.join(tmp, "slow_launcher.py"), "w") as f:
+            f.write(SLOW_LAUNCHER)
         paced_section(a, sys.executable, child, tmp)
         t_b = flat_out_section(a, sys.executable, child, tmp)
         storm_section(a, sys.executable, child, tmp, t_b)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .parsers import register_parser
     from .stream.pipeline import Pipeline
     from .stream.replay import replay
+    from .sinks.registry import available_sinks, register_sink
     from .run import Run, RunSummary
     from .run.live import RunResult, supervise
     from .supervisor import ProcessResult, Supervisor
@@ -44,6 +45,8 @@ _EXPORTS = {
     "register_parser": "parsers",
     "Pipeline": "stream.pipeline",
     "replay": "stream.replay",
+    "register_sink": "sinks.registry",
+    "available_sinks": "sinks.registry",
     "Run": "run",
     "RunSummary": "run",
     "RunConfig": "config",

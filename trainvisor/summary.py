@@ -28,6 +28,7 @@ def format_summary(summary) -> str:
         u = s.uploads
         lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
                      f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
+    lines += _sink_lines(getattr(s, "sinks", ()))
     for f in s.faults:
         lines.append(f"  FAILED         {f.component}: {f.count} time(s) (see the run log)")
     lines += _notice_lines(s.notices)
@@ -62,6 +63,18 @@ def _metric_lines(last_metrics: Iterable[Metric]) -> list[str]:
     for (phase, name), m in sorted(last.items()):
         if phase != PHASE_TRAIN:
             lines.append(f"  {phase} {name:<10} {_fmt(m.value)} (last, iteration {m.iteration})")
+    return lines
+
+
+def _sink_lines(counts) -> list[str]:
+    """One line per sink: its records written, and those it lost (dropped, failed) when any."""
+    lines = []
+    for c in counts:
+        text = f"  sink {c.name:<9} {c.written} written"
+        text += f", {c.dropped} dropped" if c.dropped else ""
+        text += f", {c.failed} failed (see the run log)" if c.failed else ""
+        text += " (still busy at the end: abandoned)" if c.abandoned else ""
+        lines.append(text)
     return lines
 
 

@@ -98,6 +98,8 @@ def _coerce(t: Any, value: Any, key: Key, ctx: _Context, secret: bool) -> Any:
     if origin is tuple:
         return _string_tuple(value, key, ctx)
     if origin is collections.abc.Mapping:
+        if args and args[1] is not str:  # a table of tables (sinks.options): each inner table kept as written
+            return _table_of_tables(value, key, ctx)
         return _string_mapping(value, key, ctx, secret)
     return _scalar(t, value, key, ctx, secret)
 
@@ -145,6 +147,32 @@ def _string_mapping(value: Any, key: Key, ctx: _Context, secret: bool) -> Mappin
     return MappingProxyType(out)
 
 
+def _table_of_tables(value: Any, key: Key, ctx: _Context) -> Mapping[str, Mapping[str, Any]]:
+    """NAME: {option: value} for plug-ins whose options the schema cannot know: values are plain
+    data (strings, numbers, booleans, lists and tables of them), frozen; a masked secret is refused."""
+    if not isinstance(value, Mapping):
+        raise ctx.fail(key, f"must be a table of NAME: {{option: value}}, got {_kind(value)}")
+    out = {}
+    for name, table in value.items():
+        if not isinstance(name, str) or not isinstance(table, Mapping):
+            raise ctx.fail(key + (str(name),), f"must be a table of option: value, got {_kind(table)}")
+        out[name] = _plain_data(table, key + (name,), ctx)
+    return MappingProxyType(out)
+
+
+def _plain_data(value: Any, key: Key, ctx: _Context) -> Any:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if v == MASK and _SECRET_NAME.search(str(k)):
+                raise ctx.fail(key + (str(k),), f"is masked ({MASK}): write the real value or leave the key out")
+        return MappingProxyType({str(k): _plain_data(v, key + (str(k),), ctx) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain_data(v, key, ctx) for v in value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise ctx.fail(key, f"must be a string, number, boolean, list or table, got {_kind(value)}")
+
+
 class Section:
     """Base of every config section: a value is normalised (lists to tuples, dicts to read-only
     mappings) and checked when it is built, so `WatchConfig(settle=-1)` fails where it is written,
@@ -183,7 +211,7 @@ def to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:
         if is_dataclass(value):
             out[f.name] = to_dict(value, mask_secrets=mask_secrets)
         elif isinstance(value, Mapping):
-            out[f.name] = {k: _masked(v, mask_secrets and (is_secret(f) or bool(_SECRET_NAME.search(k))))
+            out[f.name] = {k: _masked(_unfrozen(v), mask_secrets and (is_secret(f) or bool(_SECRET_NAME.search(k))))
                            for k, v in value.items()}
         elif isinstance(value, tuple):
             out[f.name] = list(value)
@@ -194,8 +222,19 @@ def to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:
     return out
 
 
-def _masked(value: str, secret: bool) -> str:
+def _masked(value: Any, secret: bool) -> Any:
+    if isinstance(value, dict):  # a plug-in's options: its secret-named keys masked, the rest shown
+        return {k: _masked(v, secret or bool(_SECRET_NAME.search(k))) for k, v in value.items()}
     return MASK if secret else value
+
+
+def _unfrozen(value: Any) -> Any:
+    """Plain dicts and lists again, as YAML, TOML and JSON write them."""
+    if isinstance(value, Mapping):
+        return {k: _unfrozen(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_unfrozen(v) for v in value]
+    return value
 
 
 def mask_url(text: str) -> str:

@@ -74,10 +74,19 @@ def _toml(config: Any, data: dict) -> list[str]:
         for key, v in value.items():
             if isinstance(v, dict):
                 nested += ["", f"# {_helps(section)[key]}", f"[{name}.{_key(key)}]"]
-                nested += [f"{_key(k)} = {_literal(x)}" for k, x in v.items()]
+                nested += [f"{_key(k)} = {_toml_value(x)}" for k, x in v.items()]
             elif v is None:
                 tables.append(f"# {_key(key)}: not set. {_helps(section)[key]}")
             else:
                 tables += [f"# {_helps(section)[key]}", f"{_key(key)} = {_literal(v)}"]
         tables += nested
     return out + tables
+
+
+def _toml_value(value: Any) -> str:
+    """A value as TOML writes it: JSON's literals, but a table inline as `{key = value}`."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return _literal(value)

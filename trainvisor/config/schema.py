@@ -80,12 +80,22 @@ class ParsingConfig(Section):
 
 @dataclass(frozen=True)
 class SinksConfig(Section):
-    """Where parsed events go. Sinks that arrive later (TensorBoard, Prometheus, webhooks,
-    MLflow) are further fields here, each None (off) by default."""
+    """Where parsed events go: the run's JSONL file, and the registered sinks named in `use`
+    (`--sink NAME`), each made with its `options` table; a sink that is not cheap runs on its
+    own thread behind a queue of `queue` records."""
 
     section_key: ClassVar[str] = "sinks"
 
     jsonl: Optional[str] = setting(None, help="JSONL metrics file (default: RUN_DIR/metrics.jsonl).")
+    use: tuple[str, ...] = setting((), help="More sinks, by registered name: built-in (jsonl, caffe-csv, stats) "
+                                            "or an installed package's (entry point group trainvisor.sinks).")
+    options: Mapping[str, Mapping[str, Any]] = setting(
+        _EMPTY, help="Keyword arguments of each sink in `use`, by its name (e.g. jsonl: {path: copy.jsonl}).")
+    queue: int = setting(10000, check=positive, help="Records a threaded sink may hold unwritten; when full, a new "
+                                                     "batch is dropped and counted: parsing never waits for a sink.")
+    close_timeout: float = setting(5.0, check=finite_non_negative,
+                                   help="At the end, seconds the run waits for threaded sinks to write what they "
+                                        "hold; a sink still busy then is abandoned (its records counted as dropped).")
 
 
 @dataclass(frozen=True)

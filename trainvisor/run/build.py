@@ -1,16 +1,17 @@
-"""Turning config sections into the parts of a run: the parser, the checkpoint watcher and the
-upload manager. Each builder checks its section before anything starts, so a bad pattern,
+"""Turning config sections into the parts of a run: the parser, the sinks, the checkpoint watcher
+and the upload manager. Each builder checks its section before anything starts, so a bad pattern,
 policy, rules file or destination fails in one line before the training is launched, not ten
 hours into it. Heavy libraries (watchdog, boto3, qiniu, yaml) are imported only by the builder
 whose feature the run uses."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import TYPE_CHECKING, Optional, Sequence
 from urllib.parse import urlsplit
 
-from ..config import ParsingConfig, UploadConfig, WatchConfig
+from ..config import ParsingConfig, SinksConfig, UploadConfig, WatchConfig
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from ..uploaders.manager import UploadManager
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
 
-__all__ = ["build_parser", "build_watcher", "build_manager", "watch_dirs"]
+__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs"]
 
 log = logging.getLogger("trainvisor.run")
 
@@ -33,6 +34,43 @@ def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Pars
 
     options = ParserOptions(year=cfg.year or year, iters_per_epoch=cfg.iters_per_epoch, argv=tuple(argv))
     return RankRouter(lambda: select_parser(cfg.parser, options, rules=cfg.rules), parse_rank_selection(cfg.ranks))
+
+
+def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = ()) -> list:
+    """The run's sinks, each counted (`counts()`): its JSONL file, the registered sinks `sinks.use`
+    names, made with their `sinks.options`, and the caller's objects, all checked before the child
+    starts. A registered sink runs on its own thread unless registered `inline`; a caller's object
+    runs inline unless it says `inline = False`, as every object passed to `Run` always has (it may
+    count on being called on the pipeline thread, in order with the others)."""
+    from ..sinks.threaded import CloseDeadline, CountingSink, ThreadedSink
+
+    deadline = CloseDeadline(cfg.close_timeout)
+    sinks: list = [CountingSink(jsonl, "jsonl")]
+
+    def add(sink: object, name: str, inline: bool) -> None:
+        label = name if all(s.name != name for s in sinks) else f"{name}#{len(sinks) + 1}"
+        sinks.append(CountingSink(sink, label) if inline else
+                     ThreadedSink(sink, label, capacity=cfg.queue, deadline=deadline))
+
+    try:
+        if cfg.use or cfg.options or objects:
+            from ..sinks.registry import check_sink, make_sink
+
+            for name in cfg.options:
+                if name not in cfg.use:
+                    raise ConfigError(f"sinks.options.{name}: no sink {name!r} in sinks.use (--sink {name})")
+            for name in cfg.use:
+                info, sink = make_sink(name, cfg.options.get(name, {}))
+                add(sink, name, info.inline)
+            for obj in objects:
+                check_sink(obj, str(getattr(obj, "name", None) or type(obj).__qualname__))
+                add(obj, obj.name, bool(getattr(obj, "inline", True)))
+    except BaseException:
+        for s in sinks:  # what was made before the error: its files closed; the error is what is said
+            with contextlib.suppress(Exception):
+                s.close()
+        raise
+    return sinks
 
 
 def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:

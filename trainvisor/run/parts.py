@@ -33,12 +33,14 @@ log = logging.getLogger("trainvisor")
 class _Parts:
     """What a started run holds; built in the order that fails fastest."""
 
-    def __init__(self, run: "Run", parser: "Parser", jsonl: "JsonlSink", stats_sink: StatsSink) -> None:
+    def __init__(self, run: "Run", parser: "Parser", jsonl: "JsonlSink", counted: list["Sink"],
+                 stats_sink: StatsSink) -> None:
         self.run = run
         self.parser = parser
-        self.jsonl = jsonl
+        self.jsonl = jsonl  # the file itself (in `counted` behind its counter): a restart sets its attempt
+        self.counted = counted  # the sinks whose records the summary counts (not the run's own helpers)
         self.stats_sink = stats_sink
-        self.sinks: list["Sink"] = [jsonl, *run._user_sinks, stats_sink]
+        self.sinks: list["Sink"] = [*counted, stats_sink]
         self.manager: Optional["UploadManager"] = None
         self.watcher: Optional["CheckpointWatcher"] = None
         self.uploads: Optional[UploadTotals] = None
@@ -50,16 +52,19 @@ class _Parts:
     def build(cls, run: "Run", logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
         from ..sinks.jsonl import JsonlSink
         from ..stream.pipeline import Pipeline
+        from .build import build_sinks
 
         cfg = run.config
+        parser = _new_parser(run)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
         jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt})
-        stack.callback(jsonl.close)  # closed by the pipeline's finish; here too if the run never gets there
+        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks)
+        stack.callback(_close_sinks, counted)  # the pipeline closes them; this, when a run fails before
         # Always counted (a run that parsed nothing says so); the last values only for a summary.
         stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
                                                                      and sys.stderr.isatty())),
                                on_notice=_log_notice)
-        parts = cls(run, _new_parser(run), jsonl, stats_sink)
+        parts = cls(run, parser, jsonl, counted, stats_sink)
         parts.env = {**cfg.process.env, **logging_.env}
         parts._build_checkpoints(stack)
         parts.pipeline = Pipeline(parts.parser, sinks=parts.sinks, hooks=run._hooks)
@@ -186,6 +191,10 @@ class _Parts:
                                 parser=getattr(self.parser, "name", type(self.parser).__name__))
         for w in warnings:
             log.warning("%s", w)
+        sinks = tuple(s.counts() for s in self.counted)
+        for c in sinks:  # the run log keeps them when no summary is printed
+            log.info("sink %s: %d records written, %d dropped, %d failed%s", c.name, c.written, c.dropped, c.failed,
+                     " (abandoned at the end)" if c.abandoned else "")
         if result.stop_reason is not None:
             log.warning("the training was stopped on request (%s); exit code %d (the child's %d)",
                         result.stop_reason, EXIT_STOPPED, result.exit_code)
@@ -201,7 +210,7 @@ class _Parts:
             metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
-            stop_reason=result.stop_reason, attempts=attempts,
+            stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
         )
 
 
@@ -215,6 +224,15 @@ def _new_parser(run: "Run") -> "Parser":
 
     cfg = run.config
     return build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
+
+
+def _close_sinks(sinks: list) -> None:
+    """Close what the pipeline has not (each wrapper closes its sink once), failures logged."""
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:
+            log.error("sink %s failed to close: %s: %s", sink.name, type(exc).__name__, exc)
 
 
 def _log_notice(notice) -> None:

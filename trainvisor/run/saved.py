@@ -24,7 +24,8 @@ def save_config(config: RunConfig, run_dir: Path) -> None:
 
 
 def load_saved_config(run_dir: Path) -> RunConfig:
-    """The saved configuration, without the child's environment (masked, and not needed)."""
+    """The saved configuration, without the child's environment and the sinks' options (masked,
+    and not needed)."""
     import yaml
 
     path = run_dir / SAVED_CONFIG_NAME
@@ -36,4 +37,6 @@ def load_saved_config(run_dir: Path) -> RunConfig:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
     if isinstance(data.get("process"), dict):
         data["process"].pop("env", None)
+    if isinstance(data.get("sinks"), dict):
+        data["sinks"].pop("options", None)  # may hold masked secrets; resuming starts no sink
     return RunConfig.from_dict(data, source=str(path))

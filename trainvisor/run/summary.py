@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from ..events import Metric, Notice
+from ..sinks.threaded import SinkCounts
 
-__all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
+__all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED", "SinkCounts"]
 
 # `trainvisor run`'s exit status when it stopped the training itself, on request (a caller of
 # `Run.request_stop`, a stop rule): apart from the child's own codes 0-2 and 128+N.
@@ -57,7 +58,8 @@ class RunSummary:
     counts the child's starts in the run directory (the last one's number).
     `notices`: the first record of each Notice code the parsers gave (values the output lacks);
     `warnings`: what the run ended on that its reader must know (nothing uploaded, no metric
-    parsed), each naming its remedy."""
+    parsed), each naming its remedy. `sinks`: each sink's records written, dropped and failed
+    (the run's JSONL file first)."""
 
     run_id: str
     attempt: int
@@ -83,6 +85,7 @@ class RunSummary:
     stop_reason: Optional[str] = None
     attempts: int = 1
     """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
+    sinks: tuple[SinkCounts, ...] = ()
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

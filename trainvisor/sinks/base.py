@@ -10,8 +10,9 @@ __all__ = ["Sink"]
 
 @runtime_checkable
 class Sink(Protocol):
-    """Receives events in order on the pipeline thread. `write` must not block
-    for long: a sink that talks to the network queues and sends on its own thread."""
+    """Receives events in order. An inline sink runs on the pipeline thread, so its `write` must
+    not block for long; one that talks to the network is registered (or says `inline = False`)
+    and runs on its own thread behind a bounded queue (`sinks/threaded.py`)."""
 
     name: str
 

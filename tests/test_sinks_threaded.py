@@ -1,0 +1,179 @@
+"""A sink that is not cheap runs on its own thread behind a bounded queue: its `write` never
+blocks the pipeline (a batch that does not fit is dropped whole and counted), its failures are
+counted, and at the end of the run a stuck sink is abandoned within one shared bound. No sleeps:
+sinks block on Events the test releases."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from trainvisor import Run, RunConfig
+from trainvisor.config import LoggingConfig, ParsingConfig, RunDirConfig, SinksConfig
+from trainvisor.sinks.threaded import CloseDeadline, SinkCounts, ThreadedSink
+from trainvisor.summary import format_summary
+
+from .conftest import FAKE_CAFFE
+
+WAIT = 30  # seconds a test waits for a thread it started before it fails (never slept)
+
+
+class BlockingSink:
+    """Blocks in `write` until `release` is set; says when a write has started."""
+
+    name = "blocking"
+    inline = False
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.batches: list[int] = []
+        self.closed = False
+        self.threads: set[str] = set()
+
+    def write(self, events) -> None:
+        self.threads.add(threading.current_thread().name)
+        self.entered.set()
+        assert self.release.wait(WAIT)
+        self.batches.append(len(events))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FailingSink(BlockingSink):
+    """Raises on every batch whose first event is odd."""
+
+    name = "failing"
+
+    def write(self, events) -> None:
+        if events[0] % 2:
+            raise RuntimeError(f"cannot send batch starting at {events[0]}")
+        self.batches.append(len(events))
+
+
+def test_a_full_queue_drops_whole_batches_and_counts_their_records_exactly():
+    sink = BlockingSink()
+    threaded = ThreadedSink(sink, "blocking", capacity=5, deadline=CloseDeadline(WAIT))
+    threaded.write([1, 2, 3])  # taken by the sink's thread, which blocks in it
+    assert sink.entered.wait(WAIT)
+    threaded.write([4, 5, 6])  # queued: 3 of 5
+    threaded.write([7, 8])  # queued: 5 of 5
+    threaded.write([9])  # full: dropped
+    threaded.write([10, 11, 12, 13])  # dropped
+    sink.release.set()
+    threaded.close()
+    assert sink.batches == [3, 3, 2] and sink.closed
+    assert threaded.counts() == SinkCounts("blocking", written=8, dropped=5, failed=0, threaded=True)
+
+
+def test_a_failing_sink_is_counted_on_its_thread_and_never_raises_into_the_pipeline(caplog):
+    sink = FailingSink()
+    threaded = ThreadedSink(sink, "failing", capacity=100, deadline=CloseDeadline(WAIT))
+    for start in (0, 1, 2, 3, 5):
+        threaded.write(list(range(start, start + 4)))
+    threaded.close()
+    assert sink.batches == [4, 4] and sink.closed
+    assert threaded.counts() == SinkCounts("failing", written=8, dropped=0, failed=12, threaded=True)
+    assert "sink failing failed: RuntimeError: cannot send batch starting at 1" in caplog.text
+
+
+def test_the_end_of_run_wait_is_one_bound_shared_by_all_threaded_sinks():
+    now = [100.0]
+    deadline = CloseDeadline(5.0, clock=lambda: now[0])
+    assert deadline.remaining() == 5.0  # the first close starts it
+    now[0] = 103.0
+    assert deadline.remaining() == 2.0  # the second sink gets what the first left
+    now[0] = 111.0
+    assert deadline.remaining() == 0.0
+
+
+def _config(tmp_path: Path, **sinks) -> RunConfig:
+    command = (sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots")
+    return RunConfig(command=command, parsing=ParsingConfig(parser="caffe", year=2026), sinks=SinksConfig(**sinks),
+                     logging=LoggingConfig(quiet=True, summary=False), run=RunDirConfig(dir=str(tmp_path / "run")))
+
+
+def _run(tmp_path: Path, config: RunConfig, sinks: list) -> tuple:
+    with open(tmp_path / "out", "wb") as out:
+        summary = Run(config, sinks=sinks, stdout_fd=out.fileno(), stderr_fd=out.fileno()).run()
+    records = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    return summary, [json.loads(r) for r in records]
+
+
+def test_a_sink_stuck_forever_neither_slows_parsing_nor_holds_the_exit(tmp_path):
+    stuck = BlockingSink()
+    try:
+        summary, records = _run(tmp_path, _config(tmp_path, close_timeout=0.0), [stuck])
+        assert stuck.entered.is_set() and stuck.batches == []
+    finally:
+        stuck.release.set()
+    assert summary.exit_code == 0
+    assert len(records) == summary.events == 111  # fake-caffe's generated log: every record in JSONL
+    by_name = {c.name: c for c in summary.sinks}
+    assert by_name["jsonl"] == SinkCounts("jsonl", written=111)
+    assert by_name["blocking"] == SinkCounts("blocking", written=0, dropped=111, threaded=True, abandoned=True)
+    assert "  sink blocking  0 written, 111 dropped (still busy at the end: abandoned)" in format_summary(summary)
+    assert stuck.threads == {"trainvisor-sink-blocking"}
+
+
+class Recorder:
+    """A Python object passed to Run, as before the registry: no `inline` attribute."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.threads: set[str] = set()
+
+    def write(self, events) -> None:
+        self.threads.add(threading.current_thread().name)
+        self.records += len(events)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("inline, thread", [(None, "trainvisor-pipeline"), (False, "trainvisor-sink-recorder")])
+def test_a_python_sink_runs_inline_unless_it_says_otherwise(tmp_path, inline, thread):
+    recorder = Recorder()
+    if inline is not None:
+        recorder.inline = inline
+    summary, records = _run(tmp_path, _config(tmp_path), [recorder])
+    assert recorder.threads == {thread}
+    assert recorder.records == len(records) == 111
+    counts = {c.name: c for c in summary.sinks}["recorder"]
+    assert (counts.written, counts.dropped, counts.failed, counts.threaded) == (111, 0, 0, inline is False)
+
+
+class Raiser(Recorder):
+    """An inline sink whose every write raises."""
+
+    name = "raiser"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def write(self, events) -> None:
+        self.calls += 1
+        raise ValueError("no room")
+
+
+def test_an_inline_sink_that_raises_is_counted_and_the_run_goes_on(tmp_path):
+    raiser = Raiser()
+    summary, records = _run(tmp_path, _config(tmp_path), [raiser])
+    assert summary.exit_code == 0 and len(records) == 111
+    counts = {c.name: c for c in summary.sinks}
+    assert counts["raiser"] == SinkCounts("raiser", written=0, dropped=0, failed=111)
+    assert counts["jsonl"] == SinkCounts("jsonl", written=111)
+    assert summary.faults_by_component["sink raiser"] == raiser.calls > 0
+    assert "  sink raiser    0 written, 111 failed (see the run log)" in format_summary(summary)

@@ -1,0 +1,171 @@
+"""Sink registry: a name in the config (`sinks.use`, `--sink NAME`) -> a factory that makes the sink.
+
+Built-in sinks are registered here; a pip-installed package adds one through the entry point group
+`trainvisor.sinks` (`my-sink = my_package:MySink`), read only when a run names a sink that is not
+registered, so a run that uses none pays nothing at start. As in pluggy, a malformed sink is
+rejected where it is registered, naming it (a factory that is not callable, a class without
+`write`); what a factory makes is checked when the run builds it, before the child starts.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, TypeVar
+
+from ..errors import ConfigError
+
+__all__ = ["SinkInfo", "register_sink", "available_sinks", "get_sink_info", "make_sink", "check_sink",
+           "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "trainvisor.sinks"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_METHODS = ("write", "flush", "close")
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+@dataclass(frozen=True)
+class SinkInfo:
+    """A registered sink. `inline`: cheap enough to run on the pipeline thread (the file sinks);
+    otherwise it gets its own thread behind a bounded queue, so it can never slow parsing."""
+
+    name: str
+    factory: Callable[..., object]
+    inline: bool = False
+    description: str = ""
+
+
+_REGISTRY: dict[str, SinkInfo] = {}
+
+
+def register_sink(name: str, factory: Optional[F] = None, *, inline: bool = False,
+                  description: str = "") -> Any:
+    """Register `factory` (a class or a function; called with the sink's options as keyword
+    arguments) under `name`. Also a decorator: `@register_sink("my-sink")`. ConfigError, naming
+    the sink, for a bad name, a factory that is not callable, a class lacking a sink method, or a
+    name already taken by another factory."""
+    if factory is None:
+        return lambda f: register_sink(name, f, inline=inline, description=description)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"sink {name!r}: a sink name is letters, digits, '-', '_' or '.'")
+    if not callable(factory):
+        raise ConfigError(f"sink {name!r}: its factory must be callable (a class or a function), got {factory!r}")
+    if isinstance(factory, type):
+        missing = [m for m in _METHODS if not callable(getattr(factory, m, None))]
+        if missing:
+            raise ConfigError(f"sink {name!r}: class {factory.__qualname__} has no method {missing[0]}()")
+    old = _REGISTRY.get(name)
+    if old is not None and old.factory is not factory:
+        raise ConfigError(f"sink {name!r} is registered twice ({old.factory!r} and {factory!r})")
+    _REGISTRY[name] = SinkInfo(name, factory, bool(inline), description or _first_line(factory))
+    return factory
+
+
+def available_sinks() -> tuple[str, ...]:
+    """Every sink name a run may use: registered ones and installed packages' entry points."""
+    return tuple(sorted(set(_REGISTRY) | {ep.name for ep in _entry_points()}))
+
+
+def get_sink_info(name: str) -> SinkInfo:
+    """The sink registered as `name`, loading an installed package's entry point when it is not;
+    a one-line ConfigError for a name no one registered ("did you mean ...")."""
+    info = _REGISTRY.get(name)
+    if info is not None:
+        return info
+    for ep in _entry_points():
+        if ep.name == name:
+            return _load_entry_point(ep)
+    raise _unknown(name)
+
+
+def make_sink(name: str, options: Mapping[str, Any]) -> tuple[SinkInfo, object]:
+    """The sink `name` made with `options`, checked; a one-line ConfigError naming it otherwise."""
+    info = get_sink_info(name)
+    try:
+        sink = info.factory(**_plain(options))
+    except Exception as exc:  # a bad option or a failing constructor: the user's to fix, before the child starts
+        raise ConfigError(f"sink {name!r}: cannot be made with options {_plain(options)!r}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    check_sink(sink, name)
+    return info, sink
+
+
+def check_sink(sink: object, label: str) -> None:
+    """ConfigError unless `sink` has a `name` and callable `write`, `flush` and `close`."""
+    for method in _METHODS:
+        if not callable(getattr(sink, method, None)):
+            raise ConfigError(f"sink {label!r}: {type(sink).__qualname__} object has no method {method}()")
+    name = getattr(sink, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"sink {label!r}: {type(sink).__qualname__} object has no `name` (a non-empty string)")
+
+
+# -- entry points and errors -----------------------------------------------------------------------
+
+def _entry_points() -> tuple:
+    from importlib.metadata import entry_points  # only for a name not built in: not on every start
+
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _load_entry_point(ep: Any) -> SinkInfo:
+    where = f"entry point {ep.name} = {ep.value}" + (f" of {ep.dist.name}" if getattr(ep, "dist", None) else "")
+    try:
+        factory = ep.load()
+    except Exception as exc:  # a broken plug-in package is a configuration error, named
+        raise ConfigError(f"sink {ep.name!r} ({where}): cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    if ep.name not in _REGISTRY:  # a module may register itself on import
+        register_sink(ep.name, factory, inline=bool(getattr(factory, "inline", False)))
+    return _REGISTRY[ep.name]
+
+
+def _unknown(name: str) -> ConfigError:
+    import difflib
+
+    known = available_sinks()
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "available: " + ", ".join(known)
+    return ConfigError(f"unknown sink {name!r} ({hint})")
+
+
+def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's frozen tables as the dicts and lists a factory expects."""
+    def thaw(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {k: thaw(x) for k, x in v.items()}
+        return [thaw(x) for x in v] if isinstance(v, tuple) else v
+
+    return {str(k): thaw(v) for k, v in options.items()}
+
+
+def _first_line(obj: object) -> str:
+    doc = getattr(obj, "__doc__", None) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+# -- built-ins: cheap file and count sinks, made on the pipeline thread ----------------------------
+
+def _jsonl(path: str, mode: str = "a") -> object:
+    """Another JSONL file of the run's records (appended to by default, as the run's own)."""
+    from .jsonl import JsonlSink
+
+    return JsonlSink(path, mode=mode)
+
+
+def _caffe_csv(outdir: str = ".", basename: str = "train") -> object:
+    """Caffe parse_log.py tables: OUTDIR/BASENAME.train and .test, written at the end."""
+    from .caffe_csv import CaffeCsvSink
+
+    return CaffeCsvSink(outdir, basename)
+
+
+def _stats() -> object:
+    """Counts of metrics and checkpoint announcements (what the summary shows)."""
+    from .stats import StatsSink
+
+    return StatsSink()
+
+
+register_sink("jsonl", _jsonl, inline=True)
+register_sink("caffe-csv", _caffe_csv, inline=True)
+register_sink("stats", _stats, inline=True)

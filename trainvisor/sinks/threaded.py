@@ -1,0 +1,199 @@
+"""Counting every sink's records, and running the sinks that are not cheap off the pipeline thread.
+
+A sink that talks to the network (a webhook, a metrics server) may wait seconds per write; on the
+pipeline thread that wait would stop parsing, and a full pipe would stop the training.
+`ThreadedSink` gives such a sink its own daemon thread behind a queue bounded in records: `write`
+never waits (a batch that does not fit is dropped whole and its records counted), and at the end
+of the run the sinks share one bounded wait (`CloseDeadline`); a sink still busy then is
+abandoned, logged and counted, and never holds the exit. `CountingSink` is the inline
+counterpart: the same counts for a sink that runs on the pipeline thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from ..stream.faults import FaultCounter
+
+__all__ = ["SinkCounts", "CountingSink", "ThreadedSink", "CloseDeadline"]
+
+log = logging.getLogger("trainvisor.sinks")
+
+
+@dataclass(frozen=True)
+class SinkCounts:
+    """One sink's records at the end of a run: `written` (its write returned), `dropped` (never
+    handed to it: its queue was full, or it was still busy when the run ended: `abandoned`),
+    `failed` (its write raised). Together they are every record the run gave it."""
+
+    name: str
+    written: int = 0
+    dropped: int = 0
+    failed: int = 0
+    threaded: bool = False
+    abandoned: bool = False
+
+
+class CloseDeadline:
+    """One bound on the end-of-run wait for all threaded sinks together: it starts when the first
+    of them is closed, so N stuck sinks hold the exit `timeout` seconds, not N times that."""
+
+    def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout = timeout
+        self._clock = clock
+        self._end: Optional[float] = None
+        self._lock = threading.Lock()
+
+    def remaining(self) -> float:
+        with self._lock:
+            if self._end is None:
+                self._end = self._clock() + self.timeout
+            return max(0.0, self._end - self._clock())
+
+
+class CountingSink:
+    """An inline sink, counted. A failing write is counted here and raised on to the pipeline,
+    which logs and contains it; `close` is idempotent (the run closes again whatever it built)."""
+
+    threaded = False
+
+    def __init__(self, sink: object, label: str) -> None:
+        self.sink, self.name = sink, label
+        self.written = self.failed = 0
+        self._closed = False
+
+    def write(self, events: Sequence[object]) -> None:
+        try:
+            self.sink.write(events)
+        except Exception:
+            self.failed += len(events)
+            raise
+        self.written += len(events)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.sink.close()
+
+    def counts(self) -> SinkCounts:
+        return SinkCounts(self.name, self.written, 0, self.failed)
+
+
+class ThreadedSink:
+    """`sink` on a daemon thread of its own behind a queue of at most `capacity` records (one
+    batch larger than that is taken when the queue is empty). Its exceptions are logged and
+    counted on its thread; none reaches the pipeline."""
+
+    threaded = True
+
+    def __init__(self, sink: object, label: str, *, capacity: int, deadline: CloseDeadline) -> None:
+        self.sink, self.name, self.capacity, self._deadline = sink, label, capacity, deadline
+        self.written = self.dropped = self.failed = 0
+        self.abandoned = False
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._batches: deque = deque()
+        self._pending = 0  # records queued, not yet taken by the thread
+        self._in_flight = 0  # records the thread is writing now
+        self._flush_wanted = self._closing = False
+        self._thread: Optional[threading.Thread] = None
+        self._done = threading.Event()
+        self._faults = FaultCounter(log)
+
+    def write(self, events: Sequence[object]) -> None:
+        n = len(events)
+        with self._lock:
+            if self._closing or (self._pending and self._pending + n > self.capacity):
+                self.dropped += n
+                return
+            self._batches.append(list(events))  # the caller's list is not ours to keep
+            self._pending += n
+            self._start()
+            self._wake.notify()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._thread is not None and not self._closing:
+                self._flush_wanted = True
+                self._wake.notify()
+
+    def close(self) -> None:
+        """Let the thread write what it holds, flush and close the sink, waiting at most what the
+        shared deadline leaves; then give up on it (its unwritten records counted as dropped)."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            self._start()
+            self._wake.notify()
+        if self._done.wait(self._deadline.remaining()):
+            return
+        with self._lock:
+            self.abandoned = True
+            lost = self._pending + self._in_flight
+            self.dropped += lost
+            self._batches.clear()
+            self._pending = self._in_flight = 0
+        log.error("sink %s is still busy at the end of the run (close timeout %gs): abandoned, %d record(s) "
+                  "unwritten", self.name, self._deadline.timeout, lost)
+
+    def counts(self) -> SinkCounts:
+        with self._lock:
+            return SinkCounts(self.name, self.written, self.dropped, self.failed, True, self.abandoned)
+
+    # -- the sink's own thread ------------------------------------------------------------------
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name=f"trainvisor-sink-{self.name}", daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            while self._step():
+                pass
+            self._call("flush")
+            self._call("close")
+        finally:
+            self._done.set()
+
+    def _step(self) -> bool:
+        """Write one batch or flush once; False when closing and nothing is left."""
+        with self._lock:
+            while not (self._batches or self._flush_wanted or self._closing):
+                self._wake.wait()
+            if self._batches:
+                batch = self._batches.popleft()
+                self._pending -= len(batch)
+                self._in_flight = len(batch)
+            elif self._flush_wanted:
+                self._flush_wanted = False
+                batch = None
+            else:
+                return False
+        if batch is None:
+            self._call("flush")
+            return True
+        ok = self._call("write", batch)
+        with self._lock:
+            if not self.abandoned:  # once abandoned, its records were counted as dropped
+                if ok:
+                    self.written += len(batch)
+                else:
+                    self.failed += len(batch)
+            self._in_flight = 0
+        return True
+
+    def _call(self, method: str, *args: object) -> bool:
+        try:
+            getattr(self.sink, method)(*args)
+            return True
+        except Exception as exc:  # a sink's bug is logged and counted, never raised into the run
+            self._faults.record("sink " + self.name, exc)
+            return False
