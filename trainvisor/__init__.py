@@ -4,6 +4,10 @@ back up its checkpoints.
     from trainvisor import Run, RunConfig
     summary = Run(RunConfig(command=("python", "train.py"))).run()
 
+    from trainvisor import replay, upload           # the other commands, as calls
+    events = replay("train.log", parser="caffe").events
+    report = upload(["snapshots/"], to="s3://bucket/prefix")
+
 Names are imported on first use, so `import trainvisor` stays cheap: a supervised run must not
 pay for the parsers, the uploaders or psutil before it needs them.
 """
@@ -12,6 +16,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,7 +28,8 @@ if TYPE_CHECKING:
     from .parsers import ParserInfo, ParserOptions, available_parsers, create_parser, get_parser_info, parser_infos
     from .parsers import register_parser
     from .pipeline import Pipeline
-    from .replay import replay
+    from .calls.logs import Replayed, parse_tables, replay
+    from .calls.uploads import UploadReport, upload
     from .run import Run, RunSummary
     from .supervisor import RunResult, Supervisor
 
@@ -41,7 +48,11 @@ _EXPORTS = {
     "create_parser": "parsers",
     "register_parser": "parsers",
     "Pipeline": "pipeline",
-    "replay": "replay",
+    "replay": "calls.logs",
+    "Replayed": "calls.logs",
+    "parse_tables": "calls.logs",
+    "upload": "calls.uploads",
+    "UploadReport": "calls.uploads",
     "Run": "run",
     "RunSummary": "run",
     "RunConfig": "config",
@@ -63,3 +74,17 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+class _Package(types.ModuleType):
+    """`trainvisor.replay` is the call, but `trainvisor/replay.py` (the engine under it) is also
+    a submodule of that name, and importing a submodule sets it on its package: whichever came
+    first would win. The call always does; the engine stays `from trainvisor.replay import ...`."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and name in _EXPORTS:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
