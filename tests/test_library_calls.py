@@ -4,6 +4,7 @@ real (moto) S3 server; a bad URL is the same one-line error either way."""
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import os
 import subprocess
@@ -16,7 +17,6 @@ import pytest
 import trainvisor
 from trainvisor.config import ParsingConfig
 from trainvisor.errors import ConfigError
-from trainvisor.events import Metric
 
 from .conftest import FIXTURES, real_logs, s3_env
 
@@ -180,9 +180,12 @@ def test_upload_call_to_a_file_store_equals_the_command_and_a_second_call_sends_
     files = make_tree(tmp_path)
     done = cli("upload", *upload_args(tmp_path), "--to", f"file://{tmp_path}/cli-store", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    first = trainvisor.upload(upload_args(tmp_path), to=f"file://{tmp_path}/call-store", run_dir=tmp_path / "rd")
+    shown = io.StringIO()
+    first = trainvisor.upload(upload_args(tmp_path), to=f"file://{tmp_path}/call-store", run_dir=tmp_path / "rd",
+                              progress=shown)
     assert (first.files_sent, first.bytes_sent, first.files_skipped, first.failed, first.ok) == (
         3, sum(map(len, files.values())), 0, (), True)
+    assert shown.getvalue().endswith("  done  3/3 files\n")  # what --progress draws, on the stream given
     assert sorted(first.verified) == ["a.bin", "single.pt", "sub/b.txt"]
     assert "uploaded 3 file(s), 3.1 MB, in " in done.stderr
     for rel, data in files.items():
@@ -191,6 +194,10 @@ def test_upload_call_to_a_file_store_equals_the_command_and_a_second_call_sends_
     assert (again.files_sent, again.bytes_sent, again.files_skipped, again.bytes_skipped) == (
         0, 0, 3, first.bytes_sent)
     assert sorted(again.verified) == sorted(first.verified) and again.run_dir == str(tmp_path / "rd")
+    nightly = trainvisor.upload(tmp_path / "single.pt", to=f"file://{tmp_path}/call-store", prefix="/nightly/",
+                                run_dir=tmp_path / "rd")
+    assert nightly.verified == ("nightly/single.pt",) and nightly.files_sent == 1
+    assert (tmp_path / "call-store" / "nightly" / "single.pt").read_bytes() == b"weights"
 
 
 def test_upload_call_to_s3_equals_the_command_and_a_second_call_sends_nothing(tmp_path, moto_endpoint, monkeypatch):

@@ -5,6 +5,11 @@ The options are the parsing section's keys (`parser`, `rules`, `year`, `iters_pe
 `max_line_bytes`, `ranks`), checked as a `ParsingConfig` is, so a value means what it means in a
 config file or on the command line. The parser is built as a run builds it (run/build.py) and
 the log goes through the engine a live run uses: nothing here reads lines itself.
+
+`replay` returns its events all at once (`Replayed`), not as an iterator: the engine pushes
+events into sinks as it reads, so an iterator would need a thread or a second loop, and the
+counts a caller checks with them are final only at the end. A log too large to keep goes to
+`sinks`/`metrics` with `keep_events=False`, in flat memory.
 """
 from __future__ import annotations
 
