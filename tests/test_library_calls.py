@@ -256,3 +256,15 @@ def test_no_url_at_all_names_where_it_was_written(tmp_path):
     done = cli("upload", str(tmp_path / "f"), "--to", "backups", cwd=tmp_path)
     assert (done.returncode, done.stderr) == (2, f"trainvisor: --to {example}\n")
     assert not (tmp_path / "trainvisor-runs").exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize("option,value,problem", [
+    ("concurrency", 0, "upload(concurrency=...) must be a whole number from 1 to 64, got 0"),
+    ("concurrency", "4", "upload(concurrency=...) must be a whole number from 1 to 64, got '4'"),
+    ("retries", -1, "upload(retries=...) must be a whole number, 0 or more, got -1"),
+])
+def test_a_bad_upload_option_is_one_line_before_anything_is_made(option, value, problem, tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError) as info:
+        trainvisor.upload(tmp_path / "f", to=f"file://{tmp_path}/store", run_dir=tmp_path / "rd", **{option: value})
+    assert str(info.value) == problem and not (tmp_path / "rd").exists()

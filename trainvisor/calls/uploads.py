@@ -93,10 +93,10 @@ def upload(
     `failed`, not raised.
     """
     dest = to if isinstance(to, Destination) else parse_destination(to, setting="upload(to=...)")
-    if not 1 <= concurrency <= 64:
-        raise ConfigError(f"upload(concurrency=...) must be 1 to 64, got {concurrency!r}")
-    if retries < 0:
-        raise ConfigError(f"upload(retries=...) must not be negative, got {retries!r}")
+    if not _whole(concurrency) or not 1 <= concurrency <= 64:
+        raise ConfigError(f"upload(concurrency=...) must be a whole number from 1 to 64, got {concurrency!r}")
+    if not _whole(retries) or retries < 0:
+        raise ConfigError(f"upload(retries=...) must be a whole number, 0 or more, got {retries!r}")
     files = list(files_to_upload([paths] if isinstance(paths, (str, os.PathLike)) else paths))
     if not files:
         raise ConfigError("nothing to upload: the given directories are empty")
@@ -110,6 +110,10 @@ def upload(
                      concurrency=concurrency, retries=retries, credentials=credentials, progress=progress, clock=clock)
     finally:
         logging_.close()
+
+
+def _whole(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool)
 
 
 def _send(dest: Destination, files: list[CheckpointFile], rd: Path, *, prefix: str, concurrency: int,
