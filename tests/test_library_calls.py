@@ -268,3 +268,19 @@ def test_a_bad_upload_option_is_one_line_before_anything_is_made(option, value, 
     with pytest.raises(ConfigError) as info:
         trainvisor.upload(tmp_path / "f", to=f"file://{tmp_path}/store", run_dir=tmp_path / "rd", **{option: value})
     assert str(info.value) == problem and not (tmp_path / "rd").exists()
+
+
+@pytest.mark.parametrize("url,location,path,prefix,options", [
+    ("file:///backups/ckpt", "", "/backups/ckpt", "", {}),       # the path is where the store is
+    ("file://localhost/backups", "localhost", "/backups", "", {}),
+    ("s3://ckpt/team/run-7/", "ckpt", "/team/run-7/", "team/run-7", {}),
+    ("s3://ckpt", "ckpt", "", "", {}),
+    ("kodo://ckpt/p?region=z2&up_host=http://127.0.0.1:9", "ckpt", "/p", "p",
+     {"region": "z2", "up_host": "http://127.0.0.1:9"}),
+])
+def test_one_reading_of_a_destination_url(url, location, path, prefix, options):
+    from trainvisor.uploaders.destinations import key_prefix, parse_destination
+
+    dest = parse_destination(url)
+    assert (dest.location, dest.path, dest.prefix, dict(dest.options)) == (location, path, prefix, options)
+    assert key_prefix(url) == prefix  # what a run's keys start with, from an opened uploader's url
