@@ -4,6 +4,10 @@ back up its checkpoints.
     from trainvisor import Run, RunConfig
     summary = Run(RunConfig(command=("python", "train.py"))).run()
 
+    from trainvisor import replay, upload           # the other commands, as calls
+    events = replay("train.log", parser="caffe").events
+    report = upload(["snapshots/"], to="s3://bucket/prefix")
+
 Names are imported on first use, so `import trainvisor` stays cheap: a supervised run must not
 pay for the parsers, the uploaders or psutil before it needs them.
 """
@@ -23,7 +27,8 @@ if TYPE_CHECKING:
     from .parsers import ParserInfo, ParserOptions, available_parsers, create_parser, get_parser_info, parser_infos
     from .parsers import register_parser
     from .stream.pipeline import Pipeline
-    from .stream.replay import replay
+    from .calls.logs import Replayed, parse_tables, replay
+    from .calls.uploads import UploadReport, upload
     from .sinks.registry import available_sinks, register_sink
     from .run import Run, RunSummary
     from .run.live import RunResult, supervise
@@ -44,7 +49,11 @@ _EXPORTS = {
     "create_parser": "parsers",
     "register_parser": "parsers",
     "Pipeline": "stream.pipeline",
-    "replay": "stream.replay",
+    "replay": "calls.logs",
+    "Replayed": "calls.logs",
+    "parse_tables": "calls.logs",
+    "upload": "calls.uploads",
+    "UploadReport": "calls.uploads",
     "register_sink": "sinks.registry",
     "available_sinks": "sinks.registry",
     "Run": "run",

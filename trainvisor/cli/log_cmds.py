@@ -1,10 +1,9 @@
 """`trainvisor replay`, `parse` and `parsers`: saved logs through the same pipeline as a live run."""
 from __future__ import annotations
 
-import os
 import sys
-import time
-from typing import Any, BinaryIO, Optional
+from dataclasses import fields
+from typing import Any, Optional
 
 import click
 
@@ -16,23 +15,13 @@ from .flags import PARSING_FLAGS, overrides, with_flags
 __all__ = ["replay", "parse", "parsers_command"]
 
 
-def _open_log(path: str) -> BinaryIO:
-    try:
-        return open(path, "rb")
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-
-
-def _parsing(flag_values: dict[str, Any], log_path: str):
-    """The parsing section from the flags (checked like a config file), and its parser. glog lines
-    carry no year: the default is the year of the log file's mtime."""
-    from ..run.build import build_parser
-
+def _parsing(flag_values: dict[str, Any]) -> dict[str, Any]:
+    """The parsing flags, checked like a config file (an error names the flag), as the keywords
+    of `trainvisor.replay` and `parse_tables` (the parsing section's keys)."""
     layer = overrides(click.get_current_context(), PARSING_FLAGS, flag_values)
     cfg = from_dict(ParsingConfig, layer.data.get("parsing", {}),
                     locations={k[1:]: v for k, v in layer.locations.items()})
-    year = time.localtime(os.stat(log_path).st_mtime).tm_year
-    return cfg, build_parser(cfg, argv=(), year=year)
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
 
 
 @click.command()
@@ -43,21 +32,15 @@ def _parsing(flag_values: dict[str, Any], log_path: str):
 @click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
 def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bool, log_path: str) -> None:
     """Parse a saved LOG through the same pipeline as a live run."""
-    from ..parsers.encoding import open_log_bytes
-    from ..stream.pipeline import Pipeline
-    from ..stream.replay import replay_stream
-    from ..sinks.jsonl import JsonlSink
+    from ..calls.logs import replay as replay_log
     from ..sinks.stats import StatsSink
     from ..summary import format_replay_summary
 
-    with _open_log(log_path) as fh:
-        cfg, parser = _parsing(flag_values, log_path)
-        sink = JsonlSink(metrics_path if metrics_path else sys.stdout)
-        counts = StatsSink()
-        pipeline = Pipeline(parser, sinks=[sink, counts] if summary else [sink])
-        stats = replay_stream(open_log_bytes(fh), pipeline, max_line=cfg.max_line_bytes)
+    counts = StatsSink()
+    done = replay_log(log_path, **_parsing(flag_values), metrics=metrics_path or sys.stdout,
+                      sinks=[counts] if summary else [], keep_events=False)
     if summary:
-        click.echo(format_replay_summary(stats, counts, metrics_path=metrics_path or "-"), err=True)
+        click.echo(format_replay_summary(done.stats, counts, metrics_path=metrics_path or "-"), err=True)
 
 
 @click.command()
@@ -73,26 +56,18 @@ def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bo
 def parse(flag_values: dict[str, Any], jsonl: bool, csv_dir: Optional[str], layout: Optional[str],
           out_dir: Optional[str], log_path: str) -> None:
     """Parse a saved LOG into tables (--csv DIR, --format sh -o DIR) or a metric stream (--jsonl)."""
-    from ..parsers.encoding import open_log_bytes
+    from ..calls.logs import parse_tables, replay as replay_log
     from ..sinks.jsonl import JsonlSink
 
     layout, out_dir = _table_target(csv_dir, layout, out_dir)
     if out_dir is None and not jsonl:
         # Word for word as before (tests pin it); --help shows --format.
         raise ConfigError("nothing to write: give --jsonl, --csv OUTDIR or --format sh -o OUTDIR")
-    with _open_log(log_path) as fh:
-        cfg, parser = _parsing(flag_values, log_path)
-        sinks: list = [JsonlSink(sys.stdout)] if jsonl else []
-        if out_dir is None:
-            from ..stream.pipeline import Pipeline
-            from ..stream.replay import replay_stream
-
-            replay_stream(open_log_bytes(fh), Pipeline(parser, sinks=sinks), max_line=cfg.max_line_bytes)
-            return
-        from ..sinks.tables import write_tables
-
-        tables = write_tables(open_log_bytes(fh), parser, out_dir, os.path.basename(log_path), layout=layout,
-                              sinks=sinks, max_line=cfg.max_line_bytes)
+    options = _parsing(flag_values)
+    if out_dir is None:
+        replay_log(log_path, **options, metrics=sys.stdout, keep_events=False)
+        return
+    tables = parse_tables(log_path, out_dir, layout=layout, **options, sinks=[JsonlSink(sys.stdout)] if jsonl else [])
     for path in tables.paths:
         click.echo(f"wrote {path}", err=True)
     if not tables.found:

@@ -1,5 +1,5 @@
-"""`trainvisor upload PATH... --to URL`: files or directories, once, through the checkpoint
-upload machinery (journal, retries, verification, resumable parts).
+"""`trainvisor upload PATH... --to URL`: flags -> `trainvisor.upload` (calls/uploads.py: files
+or directories, once, through the checkpoint upload machinery) -> what it did, on stderr.
 
 The default run directory is derived from the destination and the paths, so running the same
 command again after it was killed resumes it: verified files are skipped, a half-sent large file
@@ -7,38 +7,15 @@ continues from its recorded parts.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import sys
-import time
-from pathlib import Path
-from typing import Iterator, Optional, TextIO
+from typing import Optional
 
 import click
 
-from ..errors import ConfigError
-from ..events import Checkpoint, CheckpointFile
-from ..run.progress import drain_showing_progress, human_bytes
+from ..calls.uploads import files_to_upload
+from ..run.progress import human_bytes
 
 __all__ = ["upload", "files_to_upload"]
-
-
-def files_to_upload(paths: tuple[str, ...]) -> Iterator[CheckpointFile]:
-    """A file keeps its name; a directory's files keep their path relative to it."""
-    for raw in paths:
-        path = Path(raw).absolute()
-        if path.is_file():
-            yield CheckpointFile(path=str(path), relpath=path.name)
-        elif path.is_dir():
-            for child in sorted(p for p in path.rglob("*") if p.is_file()):
-                yield CheckpointFile(path=str(child), relpath=str(child.relative_to(path)))
-        else:
-            raise ConfigError(f"{raw}: no such file or directory")
-
-
-def _default_run_dir(url: str, files: list[CheckpointFile]) -> Path:
-    digest = hashlib.sha1("\0".join([url, *(f.path for f in files)]).encode()).hexdigest()[:12]
-    return Path("trainvisor-runs") / f"upload-{digest}"
 
 
 @click.command("upload")
@@ -59,50 +36,17 @@ def _default_run_dir(url: str, files: list[CheckpointFile]) -> Path:
 def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency: int, retries: int,
            credentials: Optional[str], progress: Optional[bool]) -> None:
     """Upload files or directories once, verified, resumable after a crash."""
-    from urllib.parse import urlsplit
+    from ..calls.uploads import upload as upload_files
+    from ..uploaders.destinations import parse_destination
 
-    from ..run.logsetup import RunLogging
-    from ..uploaders import open_uploader
-    from ..uploaders.manager import RetryPolicy, UploadManager
-
-    files = list(files_to_upload(paths))
-    if not files:
-        raise ConfigError("nothing to upload: the given directories are empty")
-    parts = urlsplit(url)
-    if not parts.scheme:
-        raise ConfigError(f"--to needs a URL such as file:///backups or s3://bucket/prefix, got {url!r}")
-    rd = Path(run_dir) if run_dir else _default_run_dir(url, files)
-    rd.mkdir(parents=True, exist_ok=True)
-    logging_ = RunLogging.start(rd, quiet=False)
-    try:
-        uploader = open_uploader(url, state_dir=str(rd), credentials=credentials)
-        prefix = parts.path.strip("/") if parts.scheme != "file" else ""
-        manager = UploadManager(uploader, run_dir=str(rd), run_id="", prefix=prefix,
-                                key_template="{prefix}/{relpath}", concurrency=concurrency, manifests=False,
-                                retry=RetryPolicy(attempts=retries + 1))
-        try:
-            manager.preflight()
-            for f in files:
-                manager.submit(Checkpoint(name=f.relpath, files=(f,), iteration=None, epoch=None,
-                                          root=os.path.dirname(f.path), framework="file"))
-            report = _wait(manager, sys.stderr, sys.stderr.isatty() if progress is None else progress)
-        finally:
-            manager.close()
-    finally:
-        logging_.close()
+    show = sys.stderr.isatty() if progress is None else progress
+    report = upload_files(paths, to=parse_destination(url, setting="--to"), run_dir=run_dir, concurrency=concurrency,
+                          retries=retries, credentials=credentials, progress=sys.stderr if show else None)
+    # What was sent, and apart from it what the store already held: a rerun that sends nothing says so.
+    skipped = f"; {report.files_skipped} already in the store, verified, not sent" if report.files_skipped else ""
+    click.echo(f"uploaded {report.files_sent} file(s), {human_bytes(report.bytes_sent)}, "
+               f"in {report.seconds:.1f} s{skipped}", err=True)
     for key in report.failed:
-        click.echo(f"trainvisor: upload failed: {key} (details in {rd / 'train.log'})", err=True)
+        click.echo(f"trainvisor: upload failed: {key} (details in {report.run_dir}/train.log)", err=True)
     if report.failed:
         sys.exit(3)
-
-
-def _wait(manager, out: TextIO, show: bool):
-    """Drain until nothing is pending, with a progress line when asked."""
-    start = time.monotonic()
-    report = drain_showing_progress(manager, None, out if show else None)
-    p = manager.progress()
-    # What was sent, and apart from it what the store already held: a rerun that sends nothing says so.
-    skipped = f"; {p.files_skipped} already in the store, verified, not sent" if p.files_skipped else ""
-    click.echo(f"uploaded {p.files_sent} file(s), {human_bytes(p.bytes_sent)}, "
-               f"in {time.monotonic() - start:.1f} s{skipped}", err=True)
-    return report

@@ -16,17 +16,16 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional, Union
 
 from ..errors import ConfigError
+from ..uploaders.destinations import MASK, mask_url  # a URL's password is masked as its owner says
 from .settings import check_of, is_secret
 
 __all__ = ["Section", "from_dict", "to_dict", "normalise_and_check", "type_hints", "Locations", "MASK", "mask_url"]
 
-MASK = "***"
 Key = tuple[str, ...]
 Locations = Mapping[Key, str]
 """Where each key was written: `run.yaml:12`, `--settle`, `TRAINVISOR__WATCH__SETTLE`."""
 
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,11 +234,6 @@ def _unfrozen(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_unfrozen(v) for v in value]
     return value
-
-
-def mask_url(text: str) -> str:
-    """`s3://AKIA:secret@bucket/p` -> `s3://AKIA:***@bucket/p`; anything else unchanged."""
-    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
 
 
 def _suggest(name: str, known: Mapping[str, Any]) -> str:

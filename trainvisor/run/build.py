@@ -9,7 +9,6 @@ import contextlib
 import logging
 import os
 from typing import TYPE_CHECKING, Optional, Sequence
-from urllib.parse import urlsplit
 
 from ..config import ParsingConfig, SinksConfig, UploadConfig, WatchConfig
 from ..errors import ConfigError
@@ -112,21 +111,21 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
     """The uploader for `upload.to`, or None when nothing is uploaded."""
     if not cfg.to:
         return None
-    if not urlsplit(cfg.to).scheme:
-        raise ConfigError(f"upload.to needs a URL such as file:///backups or s3://bucket/prefix, got {cfg.to!r}")
     from ..uploaders import open_uploader
+    from ..uploaders.destinations import parse_destination
 
+    parse_destination(cfg.to, setting="upload.to")  # "upload.to needs a URL ...", not "unsupported"
     return open_uploader(cfg.to, state_dir=run_dir, credentials=cfg.credentials)
 
 
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again."""
+    from ..uploaders.destinations import RUN_KEYS, key_prefix
     from ..uploaders.manager import UploadManager
 
-    parts = urlsplit(cfg.to or getattr(uploader, "url", "") or "")
-    prefix = parts.path.strip("/") if parts.scheme != "file" else ""
-    manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix,
+    prefix = key_prefix(cfg.to or getattr(uploader, "url", "") or "")
+    manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=RUN_KEYS,
                             concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload)
     try:
         manager.preflight()

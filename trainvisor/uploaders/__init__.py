@@ -1,12 +1,24 @@
-"""Destinations for checkpoints, chosen by URL scheme (`file://` built in)."""
+"""Destinations for checkpoints, chosen by URL scheme (`file://`, `s3://`, `kodo://` built in).
+
+What a URL says is read in destinations.py; here each scheme opens its uploader. The names below
+load on first use and uploader modules when their scheme is opened, so the configuration, which
+masks URLs with `destinations` in every run, does not load them.
+"""
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional
+import importlib
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
-from .base import Progress, UploadedObject, Uploader, UploadError
-from .local import LocalUploader
+from .destinations import mask_url, parse_destination
+
+if TYPE_CHECKING:
+    from .base import Progress, UploadedObject, Uploader, UploadError
+    from .local import LocalUploader
+
+_LAZY = {"Progress": "base", "UploadedObject": "base", "Uploader": "base", "UploadError": "base",
+         "LocalUploader": "local"}
 
 __all__ = [
     "Progress",
@@ -18,7 +30,7 @@ __all__ = [
     "open_uploader",
 ]
 
-Factory = Callable[[str, Optional[str], Mapping[str, str]], Uploader]
+Factory = Callable[[str, Optional[str], Mapping[str, str]], "Uploader"]
 """`factory(url, state_dir, env)`: state_dir (in the run directory) holds resumable-upload records;
 env is where credentials and hosts are read (the environment, or a credentials file over it)."""
 
@@ -33,24 +45,35 @@ def register_uploader(scheme: str, factory: Factory) -> None:
 
 
 def open_uploader(url: str, *, state_dir: Optional[str] = None, credentials: Optional[str] = None,
-                  env: Optional[Mapping[str, str]] = None) -> Uploader:
+                  env: Optional[Mapping[str, str]] = None) -> "Uploader":
     """The uploader for `url`; a one-line ConfigError for an unknown scheme or a bad credentials
     file. `credentials`: a file of KEY=value lines whose keys win over `env` (default: os.environ)."""
     from .credentials import destination_environment
 
-    scheme = urlsplit(url).scheme
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:  # not a URL (`s3://[x`): no factory takes it
+        scheme = ""
     factory = _FACTORIES.get(scheme)
     if factory is None:
         known = ", ".join(f"{s}://" for s in sorted(_FACTORIES))
-        raise ConfigError(f"unsupported upload destination {url!r} (known: {known})")
+        raise ConfigError(f"unsupported upload destination {mask_url(url)!r} (known: {known})")
     return factory(url, state_dir, destination_environment(credentials, env))
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
 def _open_file(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Uploader:
-    parts = urlsplit(url)
-    if parts.netloc not in ("", "localhost") or not parts.path:
-        raise ConfigError(f"file URL must look like file:///absolute/path, got {url!r}")
-    return LocalUploader(parts.path, url=url)
+    from .local import LocalUploader
+
+    return LocalUploader(parse_destination(url).path, url=url)
 
 
 register_uploader("file", _open_file)
@@ -61,12 +84,10 @@ def _open_s3(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Uplo
     from .credentials import S3Credentials
     from .s3 import S3Uploader  # boto3 is slow to import: only when asked for
 
-    parts = urlsplit(url)
-    if not parts.netloc:
-        raise ConfigError(f"S3 URL must look like s3://bucket/prefix, got {url!r}")
+    bucket = parse_destination(url).location
     endpoint = env.get("AWS_ENDPOINT_URL") or None
     _refuse_public_host_when_offline(endpoint, url)
-    return S3Uploader(parts.netloc, url=url, endpoint_url=endpoint, state_dir=state_dir,
+    return S3Uploader(bucket, url=url, endpoint_url=endpoint, state_dir=state_dir,
                       credentials=S3Credentials.from_env(env))
 
 

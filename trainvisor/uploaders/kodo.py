@@ -266,18 +266,11 @@ def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | di
     QINIU_UP_HOST / QINIU_RS_HOST / QINIU_REGION, credentials come from QINIU_ACCESS_KEY and
     QINIU_SECRET_KEY only (never from the URL, which ends up in logs). `check_hosts` may refuse
     the hosts (offline mode) before any SDK object is built from them."""
-    from urllib.parse import parse_qs, urlsplit
-
     from ..errors import ConfigError
+    from .destinations import parse_destination
 
-    parts = urlsplit(url)
-    if not parts.netloc:
-        raise ConfigError(f"Kodo URL must look like kodo://bucket/prefix, got {url!r}")
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"up_host", "rs_host", "region"}
-    if unknown:
-        raise ConfigError(f"unknown Kodo URL option(s) {', '.join(sorted(unknown))} in {url!r} "
-                          "(known: up_host, rs_host, region)")
+    dest = parse_destination(url)
+    query = dest.options
     hosts = KodoHosts(up_host=query.get("up_host") or env.get("QINIU_UP_HOST") or None,
                       rs_host=query.get("rs_host") or env.get("QINIU_RS_HOST") or None,
                       region_id=query.get("region") or env.get("QINIU_REGION") or None)
@@ -291,5 +284,5 @@ def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | di
     access_key, secret_key = env.get("QINIU_ACCESS_KEY"), env.get("QINIU_SECRET_KEY")
     if not access_key or not secret_key:
         raise ConfigError(f"{url}: QINIU_ACCESS_KEY and QINIU_SECRET_KEY must be set")
-    return KodoUploader(parts.netloc, url=f"kodo://{parts.netloc}{parts.path}", access_key=access_key,
+    return KodoUploader(dest.location, url=f"kodo://{dest.location}{dest.path}", access_key=access_key,
                         secret_key=secret_key, hosts=hosts, state_dir=state_dir)
