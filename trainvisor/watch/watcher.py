@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Optional, Protocol, Sequence, runtime_che
 
 from watchdog.observers.api import BaseObserver
 
+from ..defaults import PARTIAL_AFTER, SETTLE
 from ..events import Checkpoint
 from .announce import AnnouncementSink
 from .announced import directory_to_watch
@@ -55,8 +56,8 @@ class CheckpointWatcher:
 
     def __init__(self, dirs: Iterable[str], *, consumer: CheckpointConsumer,
                  recognizers: Optional[Sequence[Recognizer]] = None, poll: bool = False,
-                 settle: float = 2.0, policy: UploadPolicy = UploadPolicy(),
-                 partial_after: float = 120.0, include_existing: bool = False,
+                 settle: float = SETTLE, policy: UploadPolicy = UploadPolicy(),
+                 partial_after: float = PARTIAL_AFTER, include_existing: bool = False,
                  clock: Callable[[], float] = time.monotonic, poll_interval: Optional[float] = None,
                  cwd: Optional[str] = None, observer_factory: Optional[Callable[[], BaseObserver]] = None,
                  stat: StatFn = stat_file, follow_announcements: bool = True, shallow: Iterable[str] = (),
