@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -20,12 +18,13 @@ CHATTY = "import sys, time\nfor i in range({n}):\n    print(f'step {{i}} loss: {
 def test_a_second_run_on_a_held_directory_is_refused_and_tears_nothing(tmp_path):
     (tmp_path / "train.py").write_text(CHATTY.format(n=2000, tail="time.sleep(30)"))
     first = subprocess.Popen(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--parser", "generic", "--",
-                                           sys.executable, "train.py"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+                                           sys.executable, "train.py"], cwd=tmp_path, stdout=subprocess.PIPE)
+    metrics = tmp_path / "r" / "metrics.jsonl"
     try:
-        metrics = tmp_path / "r" / "metrics.jsonl"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (not metrics.exists() or metrics.read_text().count("\n") < 2000):
-            time.sleep(0.05)
+        # The training's last line, passed through: the first run holds the directory and is writing.
+        for _ in range(2000):
+            last = first.stdout.readline()
+        assert last == b"step 1999 loss: 0.000500\n"
         second = subprocess.run(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--", sys.executable, "-c",
                                               "open('started', 'w')"], cwd=tmp_path, capture_output=True,
                                 text=True, timeout=60)
@@ -36,6 +35,7 @@ def test_a_second_run_on_a_held_directory_is_refused_and_tears_nothing(tmp_path)
     finally:
         first.terminate()
         first.wait(timeout=30)
+        first.stdout.close()
     records = [json.loads(line) for line in metrics.read_text().splitlines()]  # every line whole
     assert [r["value"] for r in records if r["name"] == "loss"] == [round(1 / (i + 1), 6) for i in range(2000)]
 

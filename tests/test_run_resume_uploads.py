@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import FAKE_CAFFE, s3_env
 from tests.faultproxy import FaultProxy, HoldReply
+from tests.test_process_tree import wait_for  # the store's counters tell nobody: they are looked at
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 MB = 1 << 20
@@ -64,15 +65,12 @@ def _killed_mid_upload(work: Path, proxy: FaultProxy, bucket: str, env: dict) ->
     proxy.inject("PUT", r"lenet_iter_100\.caffemodel$", 3.0, times=2, query_regex=PARTS_2_3)
     first = subprocess.Popen(_argv(work, bucket, "--sleep-at-end", "60"), cwd=work, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while 1 not in proxy.accepted_parts() and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: 1 in proxy.accepted_parts() or first.poll() is not None, 60, "part 1 stored")
     first.send_signal(signal.SIGKILL)
     first.wait(30)
     assert proxy.accepted_parts() == [1], "the kill did not land in the middle of the upload"
     # The held parts reach the store after the kill: the restart must find them, not resend them.
-    while proxy.count("PUT", PARTS_2_3) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: proxy.count("PUT", PARTS_2_3) >= 2, 30, "the held parts 2-3 to reach the store")
     lines = (work / "run" / "metrics.jsonl").read_text().splitlines()
     return _run_id(work), set(proxy.accepted_parts()), lines
 

@@ -18,6 +18,7 @@ from trainvisor.run.endwarnings import no_metrics_warning
 
 from .caffe_helpers import Collect
 from .conftest import FAKE_CAFFE, FIXTURES
+from .test_process_tree import wait_for
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 PY = sys.executable
@@ -71,16 +72,12 @@ def test_sigterm_ends_a_child_that_ignores_it_and_its_whole_tree(tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
     )
     try:
-        me = psutil.Process(proc.pid)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            tree = me.children(recursive=True)
-            if len(tree) >= 2 and (tmp_path / "run" / "metrics.jsonl").exists():
-                break
-            time.sleep(0.05)
-        tree = me.children(recursive=True)
+        # The whole log passed through: the child runs (its grandchild started first), and
+        # trainvisor's handlers are in (they go in before its readers start).
+        assert proc.stderr.read(len(LOG.read_bytes())) == LOG.read_bytes()
+        tree = psutil.Process(proc.pid).children(recursive=True)
         assert len(tree) >= 2, "child and grandchild should be running"
-        time.sleep(0.3)
+        wait_for(lambda: all(_ignores_sigterm(p.pid) for p in tree), 10, "child and grandchild to ignore SIGTERM")
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=15)
@@ -94,6 +91,16 @@ def test_sigterm_ends_a_child_that_ignores_it_and_its_whole_tree(tmp_path):
     assert 0.9 <= elapsed < 6.0
     gone, alive = psutil.wait_procs(tree, timeout=3)
     assert alive == []
+
+
+def _ignores_sigterm(pid: int) -> bool:
+    """The process's SIGTERM disposition is SIG_IGN (the SigIgn mask of /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            mask = next(int(x.split()[1], 16) for x in fh if x.startswith("SigIgn:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(mask & (1 << (signal.SIGTERM - 1)))
 
 
 def test_usr1_is_forwarded_to_the_child(tmp_path):
@@ -155,9 +162,10 @@ def _peak_rss_while(fn) -> tuple[object, int]:
     stop = threading.Event()
 
     def poll():
-        while not stop.is_set():
+        while True:
             peak[0] = max(peak[0], me.memory_info().rss)
-            time.sleep(0.005)
+            if stop.wait(0.005):  # a sample every 5 ms until stopped
+                return
 
     t = threading.Thread(target=poll)
     t.start()
@@ -233,11 +241,12 @@ def test_log_file_gets_both_streams_and_metrics_are_flushed_while_the_child_runs
                       "--run-dir", str(tmp_path / "run"), "--", PY, "-c", code],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 10
-        content = ""
-        while time.monotonic() < deadline and "total_loss" not in content:
-            time.sleep(0.1)
-            content = metrics.read_text() if metrics.exists() else ""
+        # Flushed on trainvisor's interval, which tells nobody: the file is looked at until then.
+        def flushed() -> str:
+            text = metrics.read_text() if metrics.exists() else ""
+            return text if "total_loss" in text else ""
+
+        content = wait_for(flushed, 10, "the metric on disk")
         assert '"total_loss", "value": 0.75' in content.replace('"name": ', "")  # on disk before the child ends
         assert proc.poll() is None
         log = (tmp_path / "out.log").read_bytes()

@@ -11,13 +11,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import boto3
 from botocore.config import Config
 
 from tests.conftest import s3_env
 from tests.faultproxy import FaultProxy, HoldReply
+from tests.test_process_tree import wait_for  # the store's counters tell nobody: they are looked at
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 MB = 1 << 20
@@ -63,10 +63,8 @@ def test_sigkill_while_the_store_completes_the_upload_then_the_restart_sends_not
         argv = TRAINVISOR + ["upload", src, "--to", "s3://ckpt/backup", "--run-dir", str(run_dir), "--no-progress"]
         proxy.inject("POST", r"/ckpt/backup/net_iter_500\.caffemodel$", HoldReply(60), query_regex=COMPLETE)
         first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
-        deadline = time.monotonic() + 60
-        while proxy.count("POST", COMPLETE, status=200) == 0 and first.poll() is None \
-                and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: proxy.count("POST", COMPLETE, status=200) > 0 or first.poll() is not None, 60,
+                 "the store to complete the upload")
         first.send_signal(signal.SIGKILL)
         first.wait(30)
         assert proxy.count("POST", COMPLETE, status=200) == 1, "the store did not complete the upload"

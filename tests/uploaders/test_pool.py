@@ -4,7 +4,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -12,14 +11,15 @@ from trainvisor.uploaders.pool import DaemonThreadPool
 
 
 def test_results_errors_and_at_most_n_workers_at_once():
-    gate, running, peak, lock = threading.Event(), [0], [0], threading.Lock()
+    gate, running, peak, changed = threading.Event(), [0], [0], threading.Condition()
 
     def task(i: int) -> int:
-        with lock:
+        with changed:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
+            changed.notify_all()
         gate.wait(5)
-        with lock:
+        with changed:
             running[0] -= 1
         if i == 3:
             raise ValueError("three")
@@ -27,10 +27,10 @@ def test_results_errors_and_at_most_n_workers_at_once():
 
     with DaemonThreadPool(2, thread_name_prefix="t-pool") as pool:
         futures = [pool.submit(task, i) for i in range(6)]
-        deadline = time.monotonic() + 5
-        while running[0] < 2 and time.monotonic() < deadline:  # both workers busy, the rest queued
-            time.sleep(0.01)
-        time.sleep(0.05)  # a third worker, were there one, would start now
+        with changed:  # both workers busy, the rest queued
+            assert changed.wait_for(lambda: running[0] >= 2, 5)
+        # Workers start only in submit: with every task submitted, a third would exist by now.
+        assert len([t for t in threading.enumerate() if t.name.startswith("t-pool")]) == 2
         gate.set()
         results = [f.exception() or f.result() for f in futures]
     assert results[:3] == [0, 10, 20] and str(results[3]) == "three" and results[4:] == [40, 50]

@@ -1,8 +1,10 @@
 """`RunConfig`: everything a run is, as one frozen, typed, nested value.
 
 The defaults here are the only defaults: the CLI's flags, `Run(...)` and the config files all
-start from them. Each section is a frozen dataclass; a new feature (a sink, a stop rule, a
-daemon mode) adds a field or a section here and an entry where the run is built, not another
+start from them. Their values are constants of `trainvisor.defaults`, which the classes a Python
+caller builds directly (watcher, tracker, upload manager, parser selection) take as keyword
+defaults too, so both agree. Each section is a frozen dataclass; a new feature (a sink, a stop
+rule, a daemon mode) adds a field or a section here and an entry where the run is built, not another
 wiring change in the CLI.
 
 Every optional value defaults to None, so a file that leaves a key out means the same as one
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Optional
 
+from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
 from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
@@ -32,9 +35,9 @@ __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
 ]
 
-DEFAULT_RUNS_ROOT = "trainvisor-runs"
-DEFAULT_RANKS = "0"
-DEFAULT_MAX_LINE_BYTES = 1 << 20
+DEFAULT_RUNS_ROOT = defaults.RUNS_ROOT
+DEFAULT_RANKS = defaults.RANKS
+DEFAULT_MAX_LINE_BYTES = defaults.MAX_LINE_BYTES
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -49,7 +52,7 @@ class ProcessConfig(Section):
                                     "person; both streams arrive as stdout, bytes unchanged.")
     cwd: Optional[str] = setting(None, help="The child's working directory (default: the current one).")
     env: Mapping[str, str] = setting(_EMPTY, help="Extra environment variables for the child.")
-    kill_timeout: float = setting(30.0, check=finite_non_negative,
+    kill_timeout: float = setting(defaults.KILL_TIMEOUT, check=finite_non_negative,
                                   help="Seconds between SIGTERM and SIGKILL of the whole process tree at shutdown.")
     stop_grace: float = setting(30.0, check=finite_non_negative,
                                 help="When trainvisor stops the training (Run.request_stop, a stop rule): seconds "
@@ -65,7 +68,7 @@ class ParsingConfig(Section):
 
     section_key: ClassVar[str] = "parsing"
 
-    parser: str = setting("auto", help="Log format parser (see `trainvisor parsers`); auto chooses.")
+    parser: str = setting(defaults.PARSER, help="Log format parser (see `trainvisor parsers`); auto chooses.")
     rules: Optional[str] = setting(None, help="YAML or TOML file of regex rules that add to or replace the parser.")
     year: Optional[int] = setting(None, check=at_least(1970, 9999),
                                   help="Year of the log's first timestamp (glog lines carry none); default: now.")
@@ -106,9 +109,10 @@ class WatchConfig(Section):
 
     dirs: tuple[str, ...] = setting((), help="Directories to watch (recursively; may not exist yet).")
     poll: bool = setting(False, help="Poll instead of inotify: a file is complete when unchanged for `settle` s.")
-    settle: float = setting(2.0, check=non_negative, help="Seconds a polled file must stay unchanged.")
+    settle: float = setting(defaults.SETTLE, check=non_negative, help="Seconds a polled file must stay unchanged.")
     checkpoint_patterns: tuple[str, ...] = setting((), help="More checkpoint file names: GLOB or re:REGEX.")
-    policy: str = setting("all", check=upload_policy, help="Which checkpoints to upload: all, epoch-end, every-N, last.")
+    policy: str = setting(defaults.UPLOAD_POLICY, check=upload_policy,
+                          help="Which checkpoints to upload: all, epoch-end, every-N, last.")
     solver_watch: bool = setting(True, help="With `caffe train -solver FILE`, watch its snapshot_prefix directory.")
     announced: bool = setting(True, help="Watch the directories the training's log announces checkpoints in "
                                          "(Keras, Trainer, Lightning, detectron2, mmdet, Caffe, ...).")
@@ -124,10 +128,11 @@ class UploadConfig(Section):
     section_key: ClassVar[str] = "upload"
 
     to: Optional[str] = setting(None, help="file:///path, s3://bucket/prefix or kodo://bucket/prefix.")
-    drain_timeout: float = setting(600.0, check=finite_non_negative,
+    drain_timeout: float = setting(defaults.DRAIN_TIMEOUT, check=finite_non_negative,
                                    help="At exit, wait this long for pending uploads; what is left is listed.")
     delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before).")
-    concurrency: int = setting(2, check=at_least(1, 64), help="Checkpoint files uploaded at once.")
+    concurrency: int = setting(defaults.UPLOAD_CONCURRENCY, check=at_least(1, 64),
+                               help="Checkpoint files uploaded at once.")
     credentials: Optional[str] = setting(
         None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
                    "destination; its keys win over the environment. Only the path is kept in the config.")

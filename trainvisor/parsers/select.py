@@ -4,12 +4,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ..defaults import PARSER
 from . import create_parser
 from .base import Parser, ParserOptions
 
 __all__ = ["build_parser", "DEFAULT_PARSER"]
 
-DEFAULT_PARSER = "auto"
+DEFAULT_PARSER = PARSER
 
 
 def build_parser(name: str = DEFAULT_PARSER, options: ParserOptions | None = None, *,

@@ -16,6 +16,7 @@ from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..defaults import UPLOAD_CONCURRENCY
 from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
@@ -108,7 +109,7 @@ class UploadManager:
         run_id: str,
         prefix: str = "",
         key_template: str = "{prefix}/{run_id}/{relpath}",
-        concurrency: int = 2,
+        concurrency: int = UPLOAD_CONCURRENCY,
         delete_after_upload: bool = False,
         manifests: bool = True,
         retry: RetryPolicy = RetryPolicy(),

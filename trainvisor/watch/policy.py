@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from ..defaults import UPLOAD_POLICY
 from ..errors import ConfigError
 from ..events import Checkpoint
 
@@ -29,7 +30,7 @@ _EVERY = re.compile(r"every-?(\d+)$")
 
 @dataclass(frozen=True)
 class UploadPolicy:
-    kind: str = "all"
+    kind: str = UPLOAD_POLICY
     every: int = 1
     iters_per_epoch: Optional[int] = None
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+from ..defaults import PARTIAL_AFTER, SETTLE
 from ..events import Checkpoint, CheckpointFile
 from .fsevents import (Announced, FileChanged, FileClosed, FileDeleted, FileFound, FileMoved, FileStat, Tick,
                        TrackerEvent)
@@ -90,7 +91,8 @@ class CheckpointTracker:
     `shallow`: roots (among `roots`) whose own files only are tracked, not their subdirectories'."""
 
     def __init__(self, roots: Sequence[str], recognizers: Sequence[Recognizer], *, poll: bool = False,
-                 settle: float = 2.0, policy: UploadPolicy = UploadPolicy(), partial_after: float = 120.0,
+                 settle: float = SETTLE, policy: UploadPolicy = UploadPolicy(),
+                 partial_after: float = PARTIAL_AFTER,
                  clock: Callable[[], float] = time.monotonic, stat: StatFn = stat_file,
                  shallow: Iterable[str] = ()) -> None:
         self.roots = sorted(roots, key=len, reverse=True)

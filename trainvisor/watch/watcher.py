@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Optional, Protocol, Sequence, runtime_che
 
 from watchdog.observers.api import BaseObserver
 
+from ..defaults import PARTIAL_AFTER, SETTLE
 from ..events import Checkpoint
 from .announce import AnnouncementSink
 from .announced import directory_to_watch
@@ -46,15 +47,22 @@ class CheckpointWatcher:
     lacks a required file (a Caffe weights file whose solverstate never comes) is
     handed over as it is after this many seconds, and at `stop()`.
     `include_existing`: also hand over checkpoints already in the directories at
-    start (default no: they belong to an earlier run)."""
+    start (default no: they belong to an earlier run).
+
+    `clock` and `sleep` are the watcher's time (settling, partial sets, the end-of-run wait for
+    files still settling). `on_handled` is called on the watcher's thread with each event once it
+    is handled (queued ones, and the FileFound/Announced events of its own scans). A test passes a
+    fake clock whose `sleep` advances it, and waits on `on_handled` instead of sleeping."""
 
     def __init__(self, dirs: Iterable[str], *, consumer: CheckpointConsumer,
                  recognizers: Optional[Sequence[Recognizer]] = None, poll: bool = False,
-                 settle: float = 2.0, policy: UploadPolicy = UploadPolicy(),
-                 partial_after: float = 120.0, include_existing: bool = False,
+                 settle: float = SETTLE, policy: UploadPolicy = UploadPolicy(),
+                 partial_after: float = PARTIAL_AFTER, include_existing: bool = False,
                  clock: Callable[[], float] = time.monotonic, poll_interval: Optional[float] = None,
                  cwd: Optional[str] = None, observer_factory: Optional[Callable[[], BaseObserver]] = None,
-                 stat: StatFn = stat_file, follow_announcements: bool = True, shallow: Iterable[str] = ()) -> None:
+                 stat: StatFn = stat_file, follow_announcements: bool = True, shallow: Iterable[str] = (),
+                 sleep: Callable[[float], object] = time.sleep,
+                 on_handled: Optional[Callable[[WatchEvent], object]] = None) -> None:
         """`follow_announcements`: a checkpoint the log announces outside every root makes its
         directory a root (see `watch_announced`); off, only `dirs` are watched. `shallow`: more
         directories, watched for their own files only (not their subdirectories)."""
@@ -67,7 +75,7 @@ class CheckpointWatcher:
         self.recognizers = list(recognizers) if recognizers is not None else default_recognizers()
         self.poll, self.settle, self.policy = poll, settle, policy
         self.include_existing = include_existing
-        self.clock, self._stat = clock, stat
+        self.clock, self._stat, self._sleep, self._on_handled = clock, stat, sleep, on_handled
         self.poll_interval = poll_interval if poll_interval is not None else max(0.05, min(1.0, settle / 4))
         self._observer_factory = observer_factory or (
             lambda: make_observer(poll=self.poll, poll_interval=self.poll_interval))
@@ -141,6 +149,14 @@ class CheckpointWatcher:
         """Evidence from the log that `path` is completely written (thread-safe)."""
         self._q.put(Announced(os.path.join(self.cwd, path)))
 
+    def tick(self) -> Tick:
+        """Check the time rules (settling, partial sets) now, not at the next idle timeout: for a
+        caller whose clock jumps (a test's fake clock). The Tick returned is the one `on_handled`
+        sees once it has been handled (thread-safe)."""
+        tick = Tick()
+        self._q.put(tick)
+        return tick
+
     def watch_announced(self, path: str, *, directory: bool = False) -> None:
         """The log announced a checkpoint at `path` (a directory checkpoint with `directory`):
         watch where it is, from now on, if no root covers it (see `announced`). Pipeline thread."""
@@ -163,18 +179,21 @@ class CheckpointWatcher:
                 event: WatchEvent = self._q.get(timeout=self.poll_interval if self.tracker.settling else 0.5)
             except queue.Empty:
                 event = Tick()
-            try:
-                if isinstance(event, Stop):
-                    self._drain_queue()
-                    if event.drain:
+            if isinstance(event, Stop):
+                self._drain_queue()
+                if event.drain:
+                    try:
                         self._finish()
-                    return
-                self._handle(event)
-                now = self.clock()
+                    except Exception:
+                        log.exception("checkpoint watcher: error at the end of the run")
+                return
+            self._handle_safely(event)
+            now = self.clock()
+            try:
                 if now - last_ensure >= 0.5 and self._ensure_watches():
                     last_ensure = now
-            except Exception:  # the watcher must keep going; one bad event is logged, not fatal
-                log.exception("checkpoint watcher: error handling %r", event)
+            except Exception:  # the watcher must keep going; a failed re-watch is logged, not fatal
+                log.exception("checkpoint watcher: error re-resolving watches")
 
     def _drain_queue(self) -> None:
         while True:
@@ -183,10 +202,29 @@ class CheckpointWatcher:
             except queue.Empty:
                 return
             if not isinstance(event, Stop):
-                try:
-                    self._handle(event)
-                except Exception:
-                    log.exception("checkpoint watcher: error handling %r", event)
+                self._handle_safely(event)
+
+    def _handle_safely(self, event: WatchEvent) -> None:
+        """Handle one event, then tell `on_handled`; neither failing stops the watcher."""
+        try:
+            self._handle(event)
+        except Exception:  # the watcher must keep going; one bad event is logged, not fatal
+            log.exception("checkpoint watcher: error handling %r", event)
+        self._report(event)
+
+    def _feed_own(self, event: WatchEvent) -> None:
+        """An event the watcher makes itself (a file a scan found, a file of an announced
+        directory): fed at once, and reported like a queued one."""
+        self._hand_over(self.tracker.feed(event))
+        self._report(event)
+
+    def _report(self, event: WatchEvent) -> None:
+        if self._on_handled is None:
+            return
+        try:
+            self._on_handled(event)
+        except Exception:  # an observer of the watcher failing never stops it
+            log.exception("checkpoint watcher: on_handled failed for %r", event)
 
     def _handle(self, event: WatchEvent) -> None:
         if isinstance(event, WatchRequested):
@@ -195,7 +233,7 @@ class CheckpointWatcher:
         if isinstance(event, Announced) and os.path.isdir(event.path):
             for dirpath, _dirs, names in os.walk(event.path):  # a directory checkpoint: its files
                 for n in names:
-                    self._hand_over(self.tracker.feed(Announced(os.path.join(dirpath, n))))
+                    self._feed_own(Announced(os.path.join(dirpath, n)))
             return
         if isinstance(event, DirAppeared):
             self._ensure_watches()
@@ -234,7 +272,7 @@ class CheckpointWatcher:
             if st.mtime_ns < self._started_ns:
                 self._initial[path] = st
             else:
-                self._hand_over(self.tracker.feed(FileFound(path)))
+                self._feed_own(FileFound(path))
 
     def _ensure_watches(self) -> bool:
         """Re-resolve the roots not watched themselves yet; False when there were none."""
@@ -270,14 +308,16 @@ class CheckpointWatcher:
 
     def _finish(self) -> None:
         self.tracker.reconcile(self._existing(), self._initial)
-        # Files still settling get their settle time (the training has ended by now).
-        deadline = time.monotonic() + self.settle + self.poll_interval
-        while self.tracker.settling and time.monotonic() < deadline:
-            time.sleep(self.poll_interval)
+        # Files still settling get their settle time (the training has ended by now): counted in
+        # naps, not read from the clock, so a clock that never moves cannot hold the stop.
+        for _ in range(int((self.settle + self.poll_interval) / self.poll_interval) + 1):
+            if not self.tracker.settling:
+                break
+            self._sleep(self.poll_interval)
             self._hand_over(self.tracker.feed(Tick()))
         self._hand_over(self.tracker.finish())
 
     def _scan(self, root: str) -> None:
         """Files already in a directory that became watched late: complete by quiescence."""
         for path in self._files_in(root):
-            self._hand_over(self.tracker.feed(FileFound(path)))
+            self._feed_own(FileFound(path))

@@ -1,0 +1,25 @@
+"""The default values of a run, in one place.
+
+`RunConfig`'s schema (config/schema.py) takes its field defaults from here, and so do the keyword
+defaults of the classes a Python caller may build without a RunConfig (`CheckpointWatcher`,
+`CheckpointTracker`, `UploadManager`, `build_parser`, ...): a default changed here changes for the
+command, the config files and the library alike. Constants only, importing nothing, so the lowest
+modules may use it without an import circle or a cost at start-up.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
+    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT",
+]
+
+PARSER = "auto"                 # parsing.parser: `auto` chooses the format from the first lines
+RANKS = "0"                     # parsing.ranks: with rank prefixes, rank 0's metrics are reported
+MAX_LINE_BYTES = 1 << 20        # parsing.max_line_bytes: longer lines are cut for parsing, passed whole
+KILL_TIMEOUT = 30.0             # process.kill_timeout: seconds from SIGTERM to SIGKILL at shutdown
+SETTLE = 2.0                    # watch.settle: seconds a polled file must stay unchanged
+PARTIAL_AFTER = 120.0           # seconds before a set still missing a file is handed over as it is
+UPLOAD_POLICY = "all"           # watch.policy: every complete checkpoint is uploaded
+UPLOAD_CONCURRENCY = 2          # upload.concurrency: checkpoint files uploaded at once
+DRAIN_TIMEOUT = 600.0           # upload.drain_timeout: seconds the run waits for uploads at exit
+RUNS_ROOT = "trainvisor-runs"   # run.root: where run directories are made
