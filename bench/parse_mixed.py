@@ -35,7 +35,7 @@ import sys
 from _common import OUT, ROOT, best_of
 
 from trainvisor.parsers import ParserOptions, available_parsers, create_parser
-from trainvisor.parsers.encoding import open_log_bytes
+from trainvisor.stream.encoding import open_log_bytes
 from trainvisor.stream.pipeline import Pipeline
 from trainvisor.stream.ranks import RankRouter, parse_rank_selection
 from trainvisor.stream.replay import replay_stream

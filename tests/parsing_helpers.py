@@ -7,7 +7,7 @@ from pathlib import Path
 from trainvisor.events import CheckpointEvent, Metric
 from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
-from trainvisor.parsers.encoding import open_log_bytes
+from trainvisor.stream.encoding import open_log_bytes
 from trainvisor.stream.pipeline import Pipeline
 from trainvisor.stream.replay import replay_stream
 

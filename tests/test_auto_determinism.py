@@ -8,7 +8,7 @@ import pytest
 
 from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, create_parser
-from trainvisor.parsers.encoding import open_log_bytes
+from trainvisor.stream.encoding import open_log_bytes
 
 from .conftest import FIXTURES, REAL_LOGS
 

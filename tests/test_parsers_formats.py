@@ -12,7 +12,7 @@ from trainvisor.stream.lines import LineSplitter
 from trainvisor.parsers import ParserOptions, available_parsers, create_parser
 from trainvisor.parsers.auto import WINDOW, AutoParser, choose_by_argv
 from trainvisor.parsers.common import NameTable, to_float
-from trainvisor.parsers.encoding import Transcoder, detect_encoding, open_log_bytes
+from trainvisor.stream.encoding import Transcoder, detect_encoding, open_log_bytes
 
 from .parsing_helpers import FIXTURES, REAL_LOGS, parse_file, parse_text, series
 

@@ -287,3 +287,22 @@ def test_without_a_parser_argument_the_default_is_the_clis_auto():
     result = supervise([PY, str(FAKE_CAFFE), str(LOG), "--no-snapshots"], sinks=[sink], stdout_fd=None,
                        stderr_fd=None, forward_signals=False)
     assert (result.exit_code, len(sink.metrics)) == (0, 91)
+
+
+def test_a_child_writing_utf16_is_parsed_as_its_replay_is_and_passed_through_as_written(tmp_path):
+    """A Windows tool's UTF-16 redirect, printed again by a training (the fake trainings of the
+    suite do that): the engine decides the stream's encoding from its first chunk, as a replay
+    decides a file's from its head; the bytes on stdout stay UTF-16."""
+    text = "".join(f"I0101 00:00:0{i}.000001 1 solver.cpp:1] Iteration {i}, loss = 0.{9 - i}\n" for i in range(4))
+    payload = text.encode("utf-16")  # with its BOM
+    src = tmp_path / "utf16.log"
+    src.write_bytes(payload)
+    out = os.open(tmp_path / "out.bin", os.O_WRONLY | os.O_CREAT)
+    sink = Collect()
+    try:
+        result = supervise([PY, "-c", f"import os; os.write(1, open({str(src)!r}, 'rb').read())"], parser="caffe",
+                           sinks=[sink], stdout_fd=out, stderr_fd=None, forward_signals=False)
+    finally:
+        os.close(out)
+    assert result.exit_code == 0 and (tmp_path / "out.bin").read_bytes() == payload
+    assert [(m.iteration, m.value) for m in sink.metrics] == [(0, 0.9), (1, 0.8), (2, 0.7), (3, 0.6)]

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 __all__ = [
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
-    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT",
+    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CLOSE_TIMEOUT",
 ]
 
 PARSER = "auto"                 # parsing.parser: `auto` chooses the format from the first lines
 RANKS = "0"                     # parsing.ranks: with rank prefixes, rank 0's metrics are reported
 MAX_LINE_BYTES = 1 << 20        # parsing.max_line_bytes: longer lines are cut for parsing, passed whole
 KILL_TIMEOUT = 30.0             # process.kill_timeout: seconds from SIGTERM to SIGKILL at shutdown
+STOP_GRACE = 30.0               # process.stop_grace: seconds from a requested stop's SIGINT to SIGTERM
 SETTLE = 2.0                    # watch.settle: seconds a polled file must stay unchanged
 PARTIAL_AFTER = 120.0           # seconds before a set still missing a file is handed over as it is
 UPLOAD_POLICY = "all"           # watch.policy: every complete checkpoint is uploaded
 UPLOAD_CONCURRENCY = 2          # upload.concurrency: checkpoint files uploaded at once
 DRAIN_TIMEOUT = 600.0           # upload.drain_timeout: seconds the run waits for uploads at exit
 RUNS_ROOT = "trainvisor-runs"   # run.root: where run directories are made
+SINK_QUEUE = 10000              # sinks.queue: records a threaded sink may hold unwritten
+SINK_CLOSE_TIMEOUT = 5.0        # sinks.close_timeout: seconds the threaded sinks get, together, at the end

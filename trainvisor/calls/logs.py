@@ -132,7 +132,7 @@ def parse_tables(
 def _opened(path: "str | os.PathLike[str]", cfg: ParsingConfig) -> "Iterator[tuple[BinaryIO, Parser]]":
     """The log as UTF-8 bytes (a UTF-16 or GBK log transcoded) and the parser `cfg` names; the
     log is opened first, so a wrong path is said before anything else is built."""
-    from ..parsers.encoding import open_log_bytes
+    from ..stream.encoding import open_log_bytes
     from ..run.build import build_parser
 
     try:

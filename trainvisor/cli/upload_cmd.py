@@ -12,6 +12,7 @@ from typing import Optional
 
 import click
 
+from .. import defaults
 from ..calls.uploads import files_to_upload
 from ..run.progress import human_bytes
 
@@ -25,7 +26,7 @@ __all__ = ["upload", "files_to_upload"]
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="Journal and resume records. Default: ./trainvisor-runs/upload-<hash of URL and paths>, "
                    "so the same command run again resumes.")
-@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True,
+@click.option("--concurrency", type=click.IntRange(1, 64), default=defaults.UPLOAD_CONCURRENCY, show_default=True,
               help="Files uploaded at once.")
 @click.option("--retries", type=click.IntRange(0, None), default=10, show_default=True,
               help="Retries per file on retryable errors (backoff up to 30 s); run the command again to resume.")

@@ -54,7 +54,7 @@ class ProcessConfig(Section):
     env: Mapping[str, str] = setting(_EMPTY, help="Extra environment variables for the child.")
     kill_timeout: float = setting(defaults.KILL_TIMEOUT, check=finite_non_negative,
                                   help="Seconds between SIGTERM and SIGKILL of the whole process tree at shutdown.")
-    stop_grace: float = setting(30.0, check=finite_non_negative,
+    stop_grace: float = setting(defaults.STOP_GRACE, check=finite_non_negative,
                                 help="When trainvisor stops the training (Run.request_stop, a stop rule): seconds "
                                      "between SIGINT (Caffe snapshots, Python raises KeyboardInterrupt) and SIGTERM.")
     output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here.")
@@ -94,9 +94,9 @@ class SinksConfig(Section):
                                             "or an installed package's (entry point group trainvisor.sinks).")
     options: Mapping[str, Mapping[str, Any]] = setting(
         _EMPTY, help="Keyword arguments of each sink in `use`, by its name (e.g. jsonl: {path: copy.jsonl}).")
-    queue: int = setting(10000, check=positive, help="Records a threaded sink may hold unwritten; when full, a new "
+    queue: int = setting(defaults.SINK_QUEUE, check=positive, help="Records a threaded sink may hold unwritten; when full, a new "
                                                      "batch is dropped and counted: parsing never waits for a sink.")
-    close_timeout: float = setting(5.0, check=finite_non_negative,
+    close_timeout: float = setting(defaults.SINK_CLOSE_TIMEOUT, check=finite_non_negative,
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")
 

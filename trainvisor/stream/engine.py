@@ -4,12 +4,18 @@ Every source goes through it: the child's pipes in a run (through a `Channel`, o
 pipeline thread), a saved log in a replay (read here, on the caller's thread), a followed
 file. It keeps one `LineSplitter` per stream for one source; the `Pipeline` behind it is
 the owner's and outlives the source, so a restarted child feeds the same sinks.
+
+A stream's encoding is decided from its first chunk, as a replay decides a saved file's from
+its head (`encoding.detect_encoding`): a child that writes UTF-16 (a Windows tool's redirect
+replayed by a fake training) or GB18030 is read as the replay of its log would read it. The
+pass-through is never touched: only what is parsed is transcoded.
 """
 from __future__ import annotations
 
 import time
 from typing import BinaryIO, Callable, Iterable, Iterator, Optional
 
+from .encoding import detect_encoding, stream_decoder
 from .lines import DEFAULT_MAX_LINE, LineSplitter
 from .pipeline import Pipeline
 from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
@@ -33,11 +39,20 @@ class StreamEngine:
         pipeline = self.pipeline
         feed = pipeline.feed
         splitters: dict[str, LineSplitter] = {}
+        decoders: dict[str, Callable[[bytes], bytes]] = {}  # streams that are not UTF-8
         for item in items:
             kind = type(item)
             if kind is Chunk:
-                splitter = splitters.get(item.stream) or self._splitter(splitters, item.stream)
-                block = splitter.feed(item.data, item.time, item.wall_time)
+                data = item.data
+                splitter = splitters.get(item.stream)
+                if splitter is None:
+                    splitter = self._splitter(splitters, item.stream)
+                    encoding = detect_encoding(data, strict=True)
+                    if encoding is not None:
+                        decoders[item.stream] = stream_decoder(encoding)
+                if decoders and item.stream in decoders:
+                    data = decoders[item.stream](data)
+                block = splitter.feed(data, item.time, item.wall_time)
                 if block is not None:
                     feed(block)
             elif item is None:

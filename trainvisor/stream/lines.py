@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .. import defaults
 from ..events import LineBlock
 from .rankprefix import label_at_start, segment_label
 from .terminal import OpenLine, clean_text
 
 __all__ = ["LineBlock", "LineSplitter", "DEFAULT_MAX_LINE", "OPEN_STATE_BUDGET", "clean_text"]
 
-DEFAULT_MAX_LINE = 1 << 20
+DEFAULT_MAX_LINE = defaults.MAX_LINE_BYTES
 OPEN_STATE_BUDGET = 1 << 16  # characters of an open line's states held before older ones are handed out
 
 

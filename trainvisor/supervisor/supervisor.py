@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
+from .. import defaults
 from ..stream.source import Channel
 from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child
 from .readers import PipeReader, RunLog
@@ -28,10 +29,10 @@ __all__ = ["Supervisor", "ProcessResult", "DEFAULT_STOP_GRACE"]
 
 log = logging.getLogger("trainvisor.supervisor")
 
-DEFAULT_KILL_TIMEOUT = 30.0
+DEFAULT_KILL_TIMEOUT = defaults.KILL_TIMEOUT
 # `stop()`: how long the child has after the polite signal (SIGINT: Caffe snapshots, Python raises
 # KeyboardInterrupt) before SIGTERM; the kill timeout then runs as for any SIGTERM.
-DEFAULT_STOP_GRACE = 30.0
+DEFAULT_STOP_GRACE = defaults.STOP_GRACE
 # After the tree has ended, the pipes are at EOF unless a process outside the
 # tree holds them: the readers get this long, together, to drain what is left.
 READER_GRACE = 0.5

@@ -2,40 +2,41 @@
 
 The line splitter decodes UTF-8; for a replay we look at the first bytes of the
 file once and, when needed, put an incremental transcoder in front of it so the
-rest of the pipeline still sees UTF-8 bytes. Incremental decoders keep a
+rest of the pipeline still sees UTF-8 bytes; a live stream is sniffed from its first
+chunk by the engine (`stream_decoder`). Incremental decoders keep a
 partial character across chunk boundaries, so any chunking gives the same text.
 """
 from __future__ import annotations
 
 import codecs
-from typing import BinaryIO, Optional
+from typing import BinaryIO, Callable, Optional
 
-__all__ = ["detect_encoding", "Transcoder", "open_log_bytes", "SNIFF_BYTES"]
+__all__ = ["detect_encoding", "Transcoder", "open_log_bytes", "stream_decoder", "SNIFF_BYTES"]
 
 SNIFF_BYTES = 64 * 1024
 
 
-def detect_encoding(head: bytes) -> Optional[str]:
+def detect_encoding(head: bytes, *, strict: bool = False) -> Optional[str]:
     """The codec to transcode from, or None when the bytes should be read as UTF-8.
 
     UTF-16 is recognised by its BOM or, without one, by NULs in every other
     byte of ASCII-heavy text; GB18030 (a superset of GBK) when the head is not
-    valid UTF-8 but is valid GB18030.
+    valid UTF-8 but is valid GB18030. `strict` (a live stream's first chunk, which
+    may be a program's binary garbage): a UTF-16 BOM counts only with the NULs.
     """
     if head.startswith(codecs.BOM_UTF8):
         return "utf-8-sig"
-    if head.startswith(codecs.BOM_UTF16_LE):
+    bom = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    if bom and not strict:
         return "utf-16"
-    if head.startswith(codecs.BOM_UTF16_BE):
-        return "utf-16"
-    sample = head[:4096]
+    sample = head[2:4098] if bom else head[:4096]
     if len(sample) >= 8:
         even, odd = sample[0::2], sample[1::2]
         n = len(sample) // 2
         if odd.count(0) > 0.4 * n and even.count(0) < 0.05 * n:
-            return "utf-16-le"
+            return "utf-16" if bom else "utf-16-le"
         if even.count(0) > 0.4 * n and odd.count(0) < 0.05 * n:
-            return "utf-16-be"
+            return "utf-16" if bom else "utf-16-be"
     try:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
         return None
@@ -46,6 +47,13 @@ def detect_encoding(head: bytes) -> Optional[str]:
     except UnicodeDecodeError:
         return None  # neither: UTF-8 with replacement loses the least
     return "gb18030"
+
+
+def stream_decoder(encoding: str) -> Callable[[bytes], bytes]:
+    """Bytes in `encoding` -> the same text as UTF-8 bytes, chunk by chunk (a character split
+    across chunks is held until it is whole), for a live stream that is not UTF-8."""
+    decode = codecs.getincrementaldecoder(encoding)(errors="replace").decode
+    return lambda data: decode(data).encode("utf-8")
 
 
 class Transcoder:
