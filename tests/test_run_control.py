@@ -33,9 +33,9 @@ def _records(work: Path) -> list[dict]:
     return [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
 
 
-def _stop_once_it_reached(run: Run, iteration: int, reason: str):
-    """A line hook (the pipeline thread: not the thread that waits for the child) that asks for a
-    stop when the log reaches `iteration`."""
+def _run_stopped_at(config: RunConfig, iteration: int, reason: str) -> tuple[Run, threading.Event]:
+    """A Run with a line hook (the pipeline thread: not the thread that waits for the child) that
+    asks it to stop when the log reaches `iteration`."""
     asked = threading.Event()
 
     def hook(record) -> None:
@@ -43,14 +43,13 @@ def _stop_once_it_reached(run: Run, iteration: int, reason: str):
             asked.set()
             assert run.request_stop(reason)
             assert not run.request_stop("a second reason")  # the first one stands
-    return hook, asked
+    run = Run(config, hooks=[hook], stdout_fd=None, stderr_fd=None)
+    return run, asked
 
 
 def test_request_stop_sends_sigint_and_the_snapshot_caffe_writes_on_it_is_uploaded(tmp_path):
     config = _config(tmp_path, "--on-sigint", "snapshot", upload=True)
-    run = Run(config, stdout_fd=None, stderr_fd=None)
-    hook, asked = _stop_once_it_reached(run, 300, "loss is low enough")
-    run._hooks.append(hook)
+    run, asked = _run_stopped_at(config, 300, "loss is low enough")
     summary = run.run()
     assert asked.is_set()
     assert (summary.exit_code, summary.returncode, summary.stop_reason) == (EXIT_STOPPED, 0, "loss is low enough")
@@ -69,9 +68,7 @@ def test_request_stop_sends_sigint_and_the_snapshot_caffe_writes_on_it_is_upload
 
 def test_a_child_that_ignores_sigint_gets_sigterm_after_the_grace(tmp_path):
     config = _config(tmp_path, "--on-sigint", "ignore", grace=0.5)
-    run = Run(config, stdout_fd=None, stderr_fd=None)
-    hook, _ = _stop_once_it_reached(run, 200, "no improvement")
-    run._hooks.append(hook)
+    run, _ = _run_stopped_at(config, 200, "no improvement")
     summary = run.run()
     assert (summary.exit_code, summary.returncode) == (EXIT_STOPPED, -signal.SIGTERM)
     assert (summary.signalled_by, summary.stop_reason) == (signal.SIGTERM, "no improvement")
