@@ -32,26 +32,21 @@ DEFAULT_PARSE_BACKLOG = 256 * 1024 * 1024
 
 @dataclass(frozen=True)
 class RunResult:
-    """One supervised child: how it ended (`ProcessResult`'s fields) and what was parsed."""
+    """One supervised child: how it ended (`process`, whose fields read through: `result.exit_code`,
+    `result.returncode`, `result.signal` ...) and what was parsed (`stats`, `faults` per component)."""
 
-    exit_code: int
-    returncode: int
+    process: ProcessResult
     stats: PipelineStats
     faults: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    unparsed_bytes: int = 0
-    killed_processes: int = 0
-    signalled_by: Optional[int] = None
-    stop_reason: Optional[str] = None
 
-    @property
-    def signal(self) -> Optional[int]:
-        return -self.returncode if self.returncode < 0 else None
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy/pickle probing: not the process's
+            raise AttributeError(name)
+        return getattr(self.process, name)
 
     @classmethod
     def of(cls, process: ProcessResult, pipeline: Pipeline) -> "RunResult":
-        return cls(process.exit_code, process.returncode, pipeline.stats,
-                   MappingProxyType(dict(pipeline.faults.counts)), process.unparsed_bytes,
-                   process.killed_processes, process.signalled_by, process.stop_reason)
+        return cls(process, pipeline.stats, MappingProxyType(dict(pipeline.faults.counts)))
 
 
 def drive_child(supervisor: Supervisor, pipeline: Pipeline, *, max_line: int = DEFAULT_MAX_LINE) -> ProcessResult:
