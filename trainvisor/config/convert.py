@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional, Union
 
 from ..errors import ConfigError
-from ..uploaders.destinations import MASK, mask_url  # a URL's password is masked as its owner says
+from ..secrets import MASK, mask_url
 from .settings import check_of, is_secret
 
 __all__ = ["Section", "from_dict", "to_dict", "normalise_and_check", "type_hints", "Locations", "MASK", "mask_url"]

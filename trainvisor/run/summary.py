@@ -3,12 +3,14 @@ callers and tests read its fields)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..events import Metric, Notice
-from ..sinks.threaded import SinkCounts
 
-__all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED", "SinkCounts"]
+if TYPE_CHECKING:
+    from ..sinks.threaded import SinkCounts
+
+__all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
 
 # `trainvisor run`'s exit status when it stopped the training itself, on request (a caller of
 # `Run.request_stop`, a stop rule): apart from the child's own codes 0-2 and 128+N.

@@ -9,18 +9,16 @@ configuration masks URLs with it in every run).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError
+from ..secrets import MASK, mask_url  # re-exported: what a URL's owner shows of it
 
 __all__ = ["Destination", "parse_destination", "key_prefix", "mask_url", "RUN_KEYS", "FILE_KEYS", "MASK",
            "KODO_OPTIONS"]
-
-MASK = "***"
 
 RUN_KEYS = "{prefix}/{run_id}/{relpath}"
 """A run's objects: its checkpoints' files and manifests under the run id, so runs never collide."""
@@ -30,7 +28,6 @@ FILE_KEYS = "{prefix}/{relpath}"
 KODO_OPTIONS = ("up_host", "rs_host", "region")
 """What a `kodo://` URL's query may set (hosts are otherwise read from QINIU_* variables)."""
 
-_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", re.IGNORECASE)
 _EXAMPLE = "file:///backups or s3://bucket/prefix"
 
 
@@ -56,11 +53,6 @@ class Destination:
     def shown(self) -> str:
         """The URL as a message may show it: a password masked."""
         return mask_url(self.url)
-
-
-def mask_url(text: str) -> str:
-    """`s3://AKIA:secret@bucket/p` -> `s3://AKIA:***@bucket/p`; anything else unchanged."""
-    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
 
 
 def key_prefix(url: str) -> str:
