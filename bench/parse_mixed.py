@@ -59,7 +59,7 @@ def format_fixtures() -> list:
 
 
 def bar_fixtures() -> list:
-    return [p for p in sorted(FIXTURES.glob("*.log")) if p.name.startswith(BAR_FIXTURES)]
+    return [FIXTURES / f"{name}.log" for name in sorted(BAR_FIXTURES)]  # named, as the mix is
 
 
 def mixed_log(lines: int, fixtures=None, stem: str = "mixed"):
