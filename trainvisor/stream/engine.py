@@ -22,6 +22,7 @@ from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
 
 __all__ = ["StreamEngine", "file_items", "READ_SIZE"]
 
+
 class StreamEngine:
     """Splits each stream of a source into lines and feeds them to `pipeline`."""
 
@@ -67,11 +68,10 @@ class StreamEngine:
                     feed(block)
             elif kind is End:
                 break
-        for stream, splitter in splitters.items():  # a source that ended without an Eof for a stream
+        for splitter in splitters.values():  # a source that ended without an Eof for a stream
             block = splitter.finish(self._clock(), self._wall())
             if block is not None:
                 feed(block)
-        splitters.clear()
 
     def _splitter(self, splitters: dict[str, LineSplitter], stream: str) -> LineSplitter:
         splitter = splitters[stream] = LineSplitter(stream, max_line=self.max_line)
