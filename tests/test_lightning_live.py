@@ -80,7 +80,7 @@ def rich_run(tmp_path, columns: int, epochs: int, *flags: str):
 
 
 @needs_rich
-@pytest.mark.parametrize("columns,epochs", [(80, 3), (80, 12), (200, 3)])
+@pytest.mark.parametrize("columns,epochs", [(80, 3), (80, 12), (200, 3), (200, 12)])
 def test_rich_bar_through_a_pipe_every_epoch_as_lightning_records_it(tmp_path, columns, epochs):
     run = rich_run(tmp_path, columns, epochs)
     out = run.log.read_text(encoding="utf-8")
@@ -91,7 +91,7 @@ def test_rich_bar_through_a_pipe_every_epoch_as_lightning_records_it(tmp_path, c
 
 
 @needs_rich
-@pytest.mark.parametrize("columns,epochs", [(80, 12), (200, 3)])
+@pytest.mark.parametrize("columns,epochs", [(80, 3), (80, 12), (200, 3), (200, 12)])
 def test_rich_bar_on_a_terminal_every_epoch_as_lightning_records_it(tmp_path, columns, epochs):
     # Rich redraws each row with `\r ESC[2K`, a wrapped row going up `ESC[1A ESC[2K` row by row
     run = rich_run(tmp_path, columns, epochs, "--pty")
@@ -131,9 +131,15 @@ def test_tqdm_bar_every_epoch_as_lightning_records_it(tqdm_run):
     assert_as_lightning_records(tqdm_run, STEP_RUN_COLUMNS, also=frozenset(steps))
 
 
-def test_tqdm_bar_on_a_terminal_every_epoch_as_lightning_records_it(tmp_path):
-    run = run_program(tmp_path, "lightning_metrics.py", "tqdm", "logs", "epochs=12", flags=("--pty",))
-    assert_as_lightning_records(run, COLUMNS, 12)
+# The tqdm bar at both widths, 3 and 12 epochs, piped and on a terminal (the step-values run above
+# is the piped 80-column, 3-epoch case with per-step values too).
+@pytest.mark.parametrize("flags,columns,epochs", [((), 80, 12), ((), 200, 3), ((), 200, 12),
+                                                  (("--pty",), 80, 3), (("--pty",), 80, 12),
+                                                  (("--pty",), 200, 3), (("--pty",), 200, 12)])
+def test_tqdm_bar_every_epoch_as_lightning_records_it_at_any_width_and_on_a_terminal(tmp_path, flags, columns, epochs):
+    run = run_program(tmp_path, "lightning_metrics.py", "tqdm", "logs", f"epochs={epochs}", flags=flags,
+                      columns=columns)
+    assert_as_lightning_records(run, COLUMNS, epochs)
 
 
 def step_values(run) -> dict:
