@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -114,13 +115,17 @@ def test_metrics_scraped_while_a_paced_training_runs_equal_the_jsonl_prefix(tmp_
 
 
 def test_a_scrape_at_the_end_of_a_python_run_has_every_last_value_and_close_stops_it(tmp_path):
-    port = _free_port()
     config = RunConfig(
         command=(sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots"),
         parsing=ParsingConfig(parser="caffe", year=2026), run=RunDirConfig(dir=str(tmp_path / "run")),
-        sinks=SinksConfig(use=("prometheus",), options={"prometheus": {"port": port, "labels": {"host_group": "a"}}}))
+        sinks=SinksConfig(use=("prometheus",), options={"prometheus": {"port": 0, "labels": {"host_group": "a"}}}))
     with Run(config, stdout_fd=None, stderr_fd=None) as run:
         run.run_attempt()
+        # Port 0: a free port, which the run log names (how a user finds it).
+        logged = re.findall(r"prometheus sink: serving http://127\.0\.0\.1:(\d+)/metrics",
+                            "".join(p.read_text() for p in (tmp_path / "run").glob("*.log")))
+        assert len(logged) == 1
+        port = int(logged[0])
         scraped = _scrape(port)
         summary = run.finish()
     records = _records(tmp_path / "run" / "metrics.jsonl")
@@ -194,3 +199,24 @@ def test_close_stops_the_server_and_its_thread():
     with pytest.raises(urllib.error.URLError):
         _scrape(port)
     assert not sink._thread.is_alive()
+
+
+def test_trainvisor_run_on_a_port_in_use_says_one_line_and_the_child_never_starts(tmp_path):
+    marker = tmp_path / "started"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR")}
+    env.update(PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8", TRAINVISOR_OFFLINE="1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "run.yaml").write_text(f"sinks: {{use: [prometheus], options: {{prometheus: {{port: {port}}}}}}}\n")
+        proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--config", str(tmp_path / "run.yaml"),
+                               "--run-dir", str(tmp_path / "run"), "--", sys.executable, "-c",
+                               f"open({str(marker)!r}, 'w')"],
+                              capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("trainvisor: sink 'prometheus': ")
+    assert line.endswith(f"prometheus sink: port {port} on 127.0.0.1 is in use; choose another "
+                         "sinks.options.prometheus.port, or 0 for a free one")
+    assert not marker.exists()
