@@ -220,3 +220,11 @@ def test_trainvisor_run_on_a_port_in_use_says_one_line_and_the_child_never_start
     assert line.endswith(f"prometheus sink: port {port} on 127.0.0.1 is in use; choose another "
                          "sinks.options.prometheus.port, or 0 for a free one")
     assert not marker.exists()
+
+
+def test_without_prometheus_client_the_sink_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what `import` meets when it is not installed
+    with pytest.raises(ConfigError) as err:
+        make_sink("prometheus", {})
+    assert str(err.value).endswith("prometheus sink: needs the prometheus_client package "
+                                   "(pip install prometheus_client)")

@@ -66,8 +66,11 @@ class PrometheusSink:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, run_id: str = "",
                  labels: Optional[Mapping[str, Any]] = None) -> None:
-        from prometheus_client import CollectorRegistry  # loaded only when a run names this sink
-
+        try:
+            from prometheus_client import CollectorRegistry  # loaded only when a run names this sink
+        except ImportError as exc:
+            raise ConfigError("prometheus sink: needs the prometheus_client package "
+                              "(pip install prometheus_client)") from exc
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"prometheus sink: port must be an integer 0..65535 (0: a free port), got {port!r}")
         self._extra = _user_labels(labels or {})
