@@ -36,11 +36,6 @@ RESERVED_LABELS = ("run_id", "metric", "phase", "test_net", "rank")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
-def _label(v: Optional[int]) -> str:
-    """An absent test net or rank is the empty label value (Prometheus' 'no value')."""
-    return "" if v is None else str(v)
-
-
 class _State:
     """What the sink has seen, written by the pipeline thread and read by scrapes, under one lock."""
 
@@ -73,8 +68,7 @@ class PrometheusSink:
                               "(pip install prometheus_client)") from exc
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"prometheus sink: port must be an integer 0..65535 (0: a free port), got {port!r}")
-        self._extra = _user_labels(labels or {})
-        self._base = {"run_id": str(run_id), **self._extra}
+        self._base = {"run_id": str(run_id), **_user_labels(labels or {})}
         self._state = _State()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -89,12 +83,13 @@ class PrometheusSink:
         with st.lock:
             latest, iteration, epoch = st.latest, st.iteration, st.epoch
             for ev in events:
-                if type(ev) is Metric:
-                    rank = _label(ev.rank)
-                    latest[(ev.name, ev.phase, _label(ev.test_net), rank)] = float(ev.value)
+                if type(ev) is Metric:  # the labels spelt inline: this runs once per metric of the run
+                    rank = "" if ev.rank is None else str(ev.rank)
+                    net = "" if ev.test_net is None else str(ev.test_net)
+                    latest[(ev.name, ev.phase, net, rank)] = ev.value
                     st.metrics += 1
                 elif isinstance(ev, CheckpointEvent):
-                    rank = ""
+                    rank = ""  # an announcement carries no rank: the rank-less series moves
                     st.checkpoints += 1
                 else:
                     continue
