@@ -169,3 +169,14 @@ def _stats() -> object:
 register_sink("jsonl", _jsonl, inline=True)
 register_sink("caffe-csv", _caffe_csv, inline=True)
 register_sink("stats", _stats, inline=True)
+
+
+def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels: Optional[dict] = None) -> object:
+    """The latest value of each metric, the iteration and the counts on http://HOST:PORT/metrics."""
+    from .prometheus import PrometheusSink  # prometheus_client loads only when a run names this sink
+
+    return PrometheusSink(host=host, port=port, run_id=run_id, labels=labels)
+
+
+# Inline: its write only sets values under a lock; the text is rendered on the scrape's thread.
+register_sink("prometheus", _prometheus, inline=True)

@@ -1,0 +1,172 @@
+"""A Prometheus sink: the run's latest values on `/metrics`, served by its own HTTP server.
+
+Why one gauge family `trainvisor_metric` with the metric's name as a label (`metric="loss"`)
+instead of one family per name: a training's metric names are arbitrary text (`loss/total`,
+`Train net output #1`, `val_acc@1`), and Prometheus family names are not. Sanitising them into
+family names loses information and can make two names collide (`loss/total` and `loss_total`);
+a label value takes any text unchanged, so a series names exactly what metrics.jsonl names,
+and one PromQL selector (`trainvisor_metric{phase="test"}`) finds them all.
+
+Why inline (on the pipeline thread): `write` only updates a dictionary under a lock, as cheap as
+the stats sink; the costly part, rendering the text, happens on the scrape's thread. The state
+is read under the same lock at scrape time, so a scrape sees whole batches: the counters and the
+latest values always agree with one prefix of the run's records.
+
+The registry is the sink's own (never prometheus_client's global one), so two sinks in one
+process, or a test, never share series.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import re
+import threading
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from ..errors import ConfigError
+from ..events import CheckpointEvent, Event, Metric
+
+__all__ = ["PrometheusSink", "RESERVED_LABELS"]
+
+log = logging.getLogger("trainvisor")
+
+RESERVED_LABELS = ("run_id", "metric", "phase", "test_net", "rank")
+"""Labels the sink sets itself; a user label may not take one of these names."""
+
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+class _State:
+    """What the sink has seen, written by the pipeline thread and read by scrapes, under one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.latest: dict[tuple[str, str, str, str], float] = {}  # (metric, phase, test_net, rank) -> value
+        self.iteration: dict[str, float] = {}  # rank -> last iteration seen
+        self.epoch: dict[str, float] = {}  # rank -> last epoch seen
+        self.metrics = 0
+        self.checkpoints = 0
+
+
+class PrometheusSink:
+    """Serves the latest value of each metric, per (name, phase, test net, rank), and the run's
+    iteration, epoch and counts on http://HOST:PORT/metrics from when it is made until `close()`.
+
+    `port` 0 takes a free port (logged; `self.port` is the bound one). `run_id` and `labels`
+    (`{name: value}`) are put on every series, so several runs scraped by one Prometheus stay
+    apart. A port already in use, or a bad label name, is a one-line ConfigError."""
+
+    name = "prometheus"
+    inline = True
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, run_id: str = "",
+                 labels: Optional[Mapping[str, Any]] = None) -> None:
+        try:
+            from prometheus_client import CollectorRegistry  # loaded only when a run names this sink
+        except ImportError as exc:
+            raise ConfigError("prometheus sink: needs the prometheus_client package "
+                              "(pip install prometheus_client)") from exc
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ConfigError(f"prometheus sink: port must be an integer 0..65535 (0: a free port), got {port!r}")
+        self._base = {"run_id": str(run_id), **_user_labels(labels or {})}
+        self._state = _State()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+        self._server, self._thread = _serve(host, port, self.registry)
+        self.host = host
+        self.port: int = self._server.server_address[1]
+        log.info("prometheus sink: serving http://%s:%d/metrics", host, self.port)
+
+    # -- the sink --------------------------------------------------------------------------------
+    def write(self, events: Sequence[Event]) -> None:
+        st = self._state
+        with st.lock:
+            latest, iteration, epoch = st.latest, st.iteration, st.epoch
+            for ev in events:
+                if type(ev) is Metric:  # the labels spelt inline: this runs once per metric of the run
+                    rank = "" if ev.rank is None else str(ev.rank)
+                    net = "" if ev.test_net is None else str(ev.test_net)
+                    latest[(ev.name, ev.phase, net, rank)] = ev.value
+                    st.metrics += 1
+                elif isinstance(ev, CheckpointEvent):
+                    rank = ""  # an announcement carries no rank: the rank-less series moves
+                    st.checkpoints += 1
+                else:
+                    continue
+                if ev.iteration is not None:
+                    iteration[rank] = float(ev.iteration)
+                if ev.epoch is not None:
+                    epoch[rank] = float(ev.epoch)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        """Stop serving: the listening socket closed and the server's thread joined."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        self._thread.join()
+        log.info("prometheus sink: stopped serving port %d", self.port)
+
+    # -- the collector (called by the scrape's thread) -------------------------------------------
+    def collect(self) -> Iterator[Any]:
+        """The families built from one consistent copy of the state."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        st = self._state
+        with st.lock:
+            latest, iteration, epoch = dict(st.latest), dict(st.iteration), dict(st.epoch)
+            metrics, checkpoints = st.metrics, st.checkpoints
+        base_names, base_values = list(self._base), list(self._base.values())
+        series = GaugeMetricFamily("trainvisor_metric", "The latest value of each parsed metric (NaN kept as NaN).",
+                                   labels=base_names + ["metric", "phase", "test_net", "rank"])
+        for (name, phase, test_net, rank), value in latest.items():
+            series.add_metric(base_values + [name, phase, test_net, rank], value)
+        yield series
+        for fam, doc, values in (("trainvisor_iteration", "The last iteration a record named, per rank.", iteration),
+                                 ("trainvisor_epoch", "The last epoch a record named, per rank.", epoch)):
+            g = GaugeMetricFamily(fam, doc, labels=base_names + ["rank"])
+            for rank, v in values.items():
+                g.add_metric(base_values + [rank], v)
+            yield g
+        for fam, doc, n in (("trainvisor_metrics", "Metric records seen.", metrics),
+                            ("trainvisor_checkpoint_announcements", "Checkpoint announcements seen.", checkpoints)):
+            c = CounterMetricFamily(fam, doc, labels=base_names)
+            c.add_metric(base_values, n)
+            yield c
+
+
+def _user_labels(labels: Mapping[str, Any]) -> dict[str, str]:
+    """The config's `labels`, checked: Prometheus' label-name rules, none of the sink's own."""
+    if not isinstance(labels, Mapping):
+        raise ConfigError(f"prometheus sink: labels must be a table of name: value, got {labels!r}")
+    out: dict[str, str] = {}
+    for k, v in labels.items():
+        k = str(k)
+        if not _LABEL.match(k) or k.startswith("__"):
+            raise ConfigError(f"prometheus sink: label {k!r} is not a Prometheus label name "
+                              "(letters, digits and '_', not starting with a digit or '__')")
+        if k in RESERVED_LABELS:
+            raise ConfigError(f"prometheus sink: label {k!r} is set by the sink itself "
+                              f"(reserved: {', '.join(RESERVED_LABELS)})")
+        out[k] = "" if v is None else str(v)
+    return out
+
+
+def _serve(host: str, port: int, registry: Any) -> tuple[Any, threading.Thread]:
+    """prometheus_client's WSGI server on (host, port), its thread named for the leak checks."""
+    from prometheus_client import start_http_server
+
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"prometheus sink: port {port} on {host} is in use; choose another "
+                              "sinks.options.prometheus.port, or 0 for a free one") from exc
+        raise ConfigError(f"prometheus sink: cannot serve on {host}:{port}: {exc.strerror or exc}") from exc
+    thread.name = "trainvisor-prometheus"
+    return server, thread
+
