@@ -169,3 +169,27 @@ def _stats() -> object:
 register_sink("jsonl", _jsonl, inline=True)
 register_sink("caffe-csv", _caffe_csv, inline=True)
 register_sink("stats", _stats, inline=True)
+
+
+# -- TensorBoard and per-phase CSV (issue 20) -------------------------------------------------------
+
+def _tensorboard(dir: str = "", rank_wait: int = 1000) -> object:
+    """TensorBoard scalars in DIR (tensorboardX): PHASE/NAME tags, step = iteration or epoch."""
+    if not dir:
+        raise ConfigError("sink 'tensorboard' needs option `dir` (sinks.options.tensorboard.dir)")
+    from .tensorboard import TensorBoardSink
+
+    return TensorBoardSink(dir, rank_wait=rank_wait)
+
+
+def _phase_csv(dir: str = "") -> object:
+    """One CSV per phase in DIR (train.csv, val.csv, test.csv): a column per metric."""
+    if not dir:
+        raise ConfigError("sink 'csv' needs option `dir` (sinks.options.csv.dir)")
+    from .phase_csv import PhaseCsvSink
+
+    return PhaseCsvSink(dir)
+
+
+register_sink("tensorboard", _tensorboard)  # its own thread: the writer's import and I/O stay off the pipeline
+register_sink("csv", _phase_csv, inline=True)
