@@ -160,3 +160,32 @@ def test_a_missing_dir_is_one_line(tmp_path):
         make_sink("tensorboard", {})
     assert "needs option `dir` (sinks.options.tensorboard.dir)" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_run_named_with_sink_tensorboard_writes_every_metric_of_its_jsonl(tmp_path):
+    # a real `trainvisor run` of fake-caffe: the sink made from the YAML config, on its own thread
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import FAKE_CAFFE, ROOT
+
+    (tmp_path / "run.yaml").write_text(f"sinks: {{options: {{tensorboard: {{dir: {json.dumps(str(tmp_path / 'tb'))}}},"
+                                       f" csv: {{dir: {json.dumps(str(tmp_path / 'csv'))}}}}}}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR")}
+    env.update(PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8", COLUMNS="200", TRAINVISOR_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--config", str(tmp_path / "run.yaml"),
+                           "--sink", "tensorboard", "--sink", "csv", "--summary", "--year", "2026", "--parser", "caffe",
+                           "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(FAKE_CAFFE), "train",
+                           "--generate", "600", "--no-snapshots"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = [e for e in read_jsonl(tmp_path / "run" / "metrics.jsonl") if isinstance(e, trainvisor.Metric)]
+    assert len(metrics) == 91  # fake-caffe's generated log, as the run's own JSONL holds them
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "tb"), size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    _assert_all_there(metrics, {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]})
+    summary = proc.stderr[proc.stderr.index("trainvisor summary"):]
+    assert "sink tensorboard" in summary and "sink csv" in summary
+    assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == ["test.csv", "train.csv"]
