@@ -189,3 +189,21 @@ def test_a_run_named_with_sink_tensorboard_writes_every_metric_of_its_jsonl(tmp_
     summary = proc.stderr[proc.stderr.index("trainvisor summary"):]
     assert "sink tensorboard" in summary and "sink csv" in summary
     assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == ["test.csv", "train.csv"]
+
+
+def test_naming_the_sink_costs_the_start_no_import_of_the_writer(tmp_path):
+    # tensorboardX loads torch (about a second): made before the child starts, the sink only
+    # checks that the package is there; the import waits for its first value, on its own thread
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    code = ("import sys; from trainvisor.sinks.registry import make_sink; "
+            f"make_sink('tensorboard', {{'dir': {str(tmp_path / 'tb')!r}}}); "
+            "print(sorted(m for m in ('tensorboardX', 'torch', 'numpy') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    assert list((tmp_path / "tb").iterdir()) == []  # no event file before the first value
