@@ -207,3 +207,28 @@ def test_naming_the_sink_costs_the_start_no_import_of_the_writer(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert list((tmp_path / "tb").iterdir()) == []  # no event file before the first value
+
+
+def test_one_rank_alone_is_written_once_the_wait_for_a_second_has_passed(tmp_path):
+    # `--ranks 0` (the default) reports one rank: its values wait at most rank_wait_seconds
+    # (checked at a flush, which a run does every second), then go out with plain tags
+    from trainvisor.sinks.tensorboard import TensorBoardSink
+
+    metrics = trainvisor.replay(FIXTURES / "logs" / "ranks-torchrun-tee.log", ranks="all", year=2020).metrics
+    rank0 = [m for m in metrics if m.rank == 0]
+    now = [100.0]
+    sink = TensorBoardSink(str(tmp_path / "tb"), rank_wait_seconds=30, clock=lambda: now[0])
+    sink.write(rank0[:4])
+    now[0] = 129.5
+    sink.flush()
+    assert list((tmp_path / "tb").iterdir()) == []  # still waiting: nothing written yet
+    now[0] = 130.0
+    sink.flush()
+    sink.write(rank0[4:] + [m for m in metrics if m.rank == 1])
+    sink.close()
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "tb"), size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    assert sorted(acc.Tags()["scalars"]) == ["test/accuracy", "test/accuracy/rank1", "test/loss",
+                                             "test/loss/rank1", "train/loss", "train/loss/rank1"]
+    assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == [(m.iteration, _f32(m.value)) for m in rank0
+                                                                       if m.phase == "train"]

@@ -173,13 +173,13 @@ register_sink("stats", _stats, inline=True)
 
 # -- TensorBoard and per-phase CSV (issue 20) -------------------------------------------------------
 
-def _tensorboard(dir: str = "", rank_wait: int = 1000) -> object:
+def _tensorboard(dir: str = "", rank_wait: int = 1000, rank_wait_seconds: float = 30.0) -> object:
     """TensorBoard scalars in DIR (tensorboardX): PHASE/NAME tags, step = iteration or epoch."""
     if not dir:
         raise ConfigError("sink 'tensorboard' needs option `dir` (sinks.options.tensorboard.dir)")
     from .tensorboard import TensorBoardSink
 
-    return TensorBoardSink(dir, rank_wait=rank_wait)
+    return TensorBoardSink(dir, rank_wait=rank_wait, rank_wait_seconds=rank_wait_seconds)
 
 
 def _phase_csv(dir: str = "") -> object:

@@ -13,8 +13,10 @@ The naming, documented in README's "Sinks" section:
 - step: the metric's iteration; its epoch where it has none (rounded down when fractional); the
   number of values its tag had before where it has neither;
 - rank: `train/loss/rank1` once more than one rank has been seen. The first ranked records wait
-  (at most `rank_wait` of them) for a second rank, so a two-rank run has no untagged rank-0
-  curve; a rank first seen after that is tagged, the ranks seen before keep their tags;
+  for a second rank (at most `rank_wait` records, and at most `rank_wait_seconds`, checked when
+  the sink is flushed: the run flushes it every second), so a two-rank run has no untagged
+  rank-0 curve and a run reporting one rank (`--ranks 0`, the default) shows its values within
+  that time; a rank first seen after that is tagged, the rank seen alone before keeps its tags;
 - running values (a progress bar's postfix, a Keras step line: mid-epoch) go under their own
   section, `running/train/loss`: their steps are not the epoch curve's, and mixed into one tag
   they would draw a saw-tooth between a batch's value and the epoch's;
@@ -31,7 +33,8 @@ import importlib.util
 import math
 import os
 import re
-from typing import Any, Optional, Sequence
+import time
+from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ConfigError
 from ..events import Metric
@@ -40,6 +43,7 @@ __all__ = ["TensorBoardSink", "scalar_tag", "scalar_step"]
 
 _UNSAFE = re.compile(r"[^-/\w.]")
 DEFAULT_RANK_WAIT = 1000
+DEFAULT_RANK_WAIT_SECONDS = 30.0
 
 
 def scalar_tag(m: Metric, with_rank: bool) -> str:
@@ -68,12 +72,17 @@ class TensorBoardSink:
 
     name = "tensorboard"
 
-    def __init__(self, dir: str, *, rank_wait: int = DEFAULT_RANK_WAIT) -> None:
+    def __init__(self, dir: str, *, rank_wait: int = DEFAULT_RANK_WAIT,
+                 rank_wait_seconds: float = DEFAULT_RANK_WAIT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if importlib.util.find_spec("tensorboardX") is None:
             raise ConfigError("sink 'tensorboard' needs the tensorboardX package: pip install tensorboardX")
         self.dir = os.fspath(dir)
         os.makedirs(self.dir, exist_ok=True)  # an unwritable dir is the user's to fix, before the child starts
         self.rank_wait = int(rank_wait)
+        self.rank_wait_seconds = float(rank_wait_seconds)
+        self._clock = clock
+        self._held_since = 0.0
         self._writer: Any = None
         self._summary: Any = None  # tensorboardX's Summary message class, with the writer
         self._ranks: set[int] = set()
@@ -95,6 +104,8 @@ class TensorBoardSink:
             self._add(m)
 
     def flush(self) -> None:
+        if self._held and self._clock() - self._held_since >= self.rank_wait_seconds:
+            self._release()
         if self._writer is not None:
             self._writer.flush()
 
@@ -108,6 +119,8 @@ class TensorBoardSink:
 
     # -- ranks ------------------------------------------------------------------------------
     def _hold(self, m: Metric) -> None:
+        if not self._held:
+            self._held_since = self._clock()
         self._held.append(m)
         if len(self._ranks) > 1 or len(self._held) >= self.rank_wait:
             self._release()
