@@ -180,3 +180,27 @@ def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels
 
 # Inline: its write only sets values under a lock; the text is rendered on the scrape's thread.
 register_sink("prometheus", _prometheus, inline=True)
+
+
+# -- TensorBoard and per-phase CSV (issue 20) -------------------------------------------------------
+
+def _tensorboard(dir: str = "", rank_wait: int = 1000, rank_wait_seconds: float = 30.0) -> object:
+    """TensorBoard scalars in DIR (tensorboardX): PHASE/NAME tags, step = iteration or epoch."""
+    if not dir:
+        raise ConfigError("sink 'tensorboard' needs option `dir` (sinks.options.tensorboard.dir)")
+    from .tensorboard import TensorBoardSink
+
+    return TensorBoardSink(dir, rank_wait=rank_wait, rank_wait_seconds=rank_wait_seconds)
+
+
+def _phase_csv(dir: str = "") -> object:
+    """One CSV per phase in DIR (train.csv, val.csv, test.csv): a column per metric."""
+    if not dir:
+        raise ConfigError("sink 'csv' needs option `dir` (sinks.options.csv.dir)")
+    from .phase_csv import PhaseCsvSink
+
+    return PhaseCsvSink(dir)
+
+
+register_sink("tensorboard", _tensorboard)  # its own thread: the writer's import and I/O stay off the pipeline
+register_sink("csv", _phase_csv, inline=True)
