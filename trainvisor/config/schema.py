@@ -90,8 +90,9 @@ class SinksConfig(Section):
     section_key: ClassVar[str] = "sinks"
 
     jsonl: Optional[str] = setting(None, help="JSONL metrics file (default: RUN_DIR/metrics.jsonl).")
-    use: tuple[str, ...] = setting((), help="More sinks, by registered name: built-in (jsonl, caffe-csv, stats) "
-                                            "or an installed package's (entry point group trainvisor.sinks).")
+    use: tuple[str, ...] = setting((), help="More sinks, by registered name: built-in (jsonl, caffe-csv, csv, stats, "
+                                            "prometheus, tensorboard) or an installed package's (entry point group "
+                                            "trainvisor.sinks).")
     options: Mapping[str, Mapping[str, Any]] = setting(
         _EMPTY, help="Keyword arguments of each sink in `use`, by its name (e.g. jsonl: {path: copy.jsonl}).")
     queue: int = setting(defaults.SINK_QUEUE, check=positive, help="Records a threaded sink may hold unwritten; when full, a new "
