@@ -63,7 +63,11 @@ class Pipeline:
         self._clock = clock
         self._last_flush = clock()
         self._parser_name = "parser " + _component_name(parser)
-        self._last_stream = "stdout"  # what the events a parser releases at finish came from
+        # The streams this parser has read: when it read only one (a replay's "log"), what it releases
+        # at finish came from that one; with two (a child's stdout and stderr) that is not known here,
+        # and the parser's own stream stands (the last block's would be a guess: a run that ended on
+        # a stderr warning would have filed a held stdout bar as stderr).
+        self._streams: set[str] = set()
 
     @property
     def stats(self) -> PipelineStats:
@@ -80,7 +84,7 @@ class Pipeline:
         except Exception as exc:  # a parser bug must not stop the run
             self.faults.record(self._parser_name, exc)
             events = None
-        self._last_stream = block.stream
+        self._streams.add(block.stream)
         if events:
             if block.stream != "stdout" and not self._stamps_stream:  # parsers read text; the block knows the stream
                 events = with_stream(events, block.stream)
@@ -107,7 +111,7 @@ class Pipeline:
         self.parser = parser
         self._stamps_stream = bool(getattr(parser, "stamps_stream", False))
         self._parser_name = "parser " + _component_name(parser)
-        self._last_stream = "stdout"
+        self._streams = set()
         self._each_sink("flush")
 
     def _finish_parser(self) -> None:
@@ -117,10 +121,12 @@ class Pipeline:
             self.faults.record(self._parser_name, exc)
             events = None
         if events:
-            # What a parser held back (a Rich bar waiting for its continuation lines) came from the
-            # last block it read: a replay's records all say "log", released at the end or not.
-            if self._last_stream != "stdout" and not self._stamps_stream:
-                events = with_stream(events, self._last_stream)
+            # What a parser held back (a Rich bar waiting for its continuation lines) came from its
+            # one stream, if it read only one: a replay's records all say "log", released at the end or not.
+            if len(self._streams) == 1 and not self._stamps_stream:
+                (stream,) = self._streams
+                if stream != "stdout":
+                    events = with_stream(events, stream)
             self._dispatch(events)
 
     # -- internals ---------------------------------------------------------

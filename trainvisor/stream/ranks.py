@@ -151,14 +151,15 @@ class RankRouter:
         self._streams: dict[str, _StreamState] = {}
         self.forms: dict[str, Optional[PrefixForm]] = {}  # stream -> adopted form (None: plain)
         self._partial: dict[tuple[str, int], _Partial] = {}  # (stream, rank) -> its line's start
-        self._last_stream = "stdout"  # the stream of the last block fed: what finish() releases came from it
+        self._streams_read: set[str] = set()  # one stream: what finish() releases came from it
 
     @property
     def name(self) -> str:
         return str(getattr(self.unranked, "name", type(self.unranked).__name__))
 
     def feed(self, block: LineBlock) -> list[Event]:
-        stream = self._last_stream = block.stream
+        stream = block.stream
+        self._streams_read.add(stream)
         if stream in self.forms:
             form = self.forms[stream]
             return self._feed_unranked(block) if form is None else self._route(block, form)
@@ -195,9 +196,9 @@ class RankRouter:
             # a start no end followed: the rank's last line, as the stream's end ends any line
             out.extend(self._feed_run(LineBlock(text + "\n", stream, line, 1, time, wall_time), rank, [text], 0))
         self._partial = {}
-        # What the parsers held back came from the last block they read (a Rich bar waiting for its
-        # continuation lines): it says that block's stream, as the rest of its records do.
-        last = self._last_stream
+        # What the parsers held back (a Rich bar waiting for its continuation lines) came from the
+        # one stream read, when there was one (a replay's "log"); with two, the parser's own stands.
+        last = next(iter(self._streams_read)) if len(self._streams_read) == 1 else "stdout"
         held = self.unranked.finish()
         out.extend(held if self._unranked_stamps or last == "stdout" else with_stream(held, last))
         for rank in sorted(self.by_rank):
