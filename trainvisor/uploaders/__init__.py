@@ -6,10 +6,10 @@ masks URLs with `destinations` in every run, does not load them.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
+from .._lazy import lazy_exports
 from ..errors import ConfigError
 from .destinations import mask_url, parse_destination
 
@@ -61,13 +61,7 @@ def open_uploader(url: str, *, state_dir: Optional[str] = None, credentials: Opt
     return factory(url, state_dir, destination_environment(credentials, env))
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 def _open_file(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Uploader:
