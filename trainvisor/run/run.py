@@ -36,7 +36,7 @@ from .parts import _Parts
 from .summary import RunSummary
 
 if TYPE_CHECKING:
-    from ..supervisor.supervisor import ProcessResult, Supervisor
+    from ..supervisor.supervisor import ProcessResult, StopRequest, Supervisor
 
 __all__ = ["Run", "new_run_id"]
 
@@ -76,7 +76,7 @@ class Run:
         # The control handle's state: the child now running, and a stop asked for (any thread).
         self._control = threading.Lock()
         self._supervisor: Optional["Supervisor"] = None
-        self._stop: Optional[tuple[str, int, float]] = None
+        self._stop: Optional["StopRequest"] = None
         self._attempts = 0
         self._last: Optional["ProcessResult"] = None
 
@@ -141,7 +141,7 @@ class Run:
             self._supervisor = sup
             stop = self._stop
         if stop is not None:  # asked before this child started: it is stopped as soon as it runs
-            sup.stop(stop[0], sig=stop[1], grace=stop[2])
+            sup.stop(stop.reason, sig=stop.signal, grace=stop.grace)
         try:
             result = self._last = parts.supervise(sup)
         finally:
@@ -168,12 +168,14 @@ class Run:
         exits with EXIT_STOPPED. A checkpoint written on the way out is still uploaded. Asked
         before the child starts, it stops the child as soon as it runs. False if a stop was
         already asked for (the first reason stands)."""
+        from ..supervisor.supervisor import StopRequest
+
         if grace is None:
             grace = self.config.process.stop_grace
         with self._control:
             if self._stop is not None:
                 return False
-            self._stop = (reason, sig, grace)
+            self._stop = StopRequest(reason, sig, grace)
             sup = self._supervisor
         log.info("run %s: stop requested (%s)", self.run_id, reason)
         if sup is not None:

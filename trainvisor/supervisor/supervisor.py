@@ -25,7 +25,7 @@ from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
 
-__all__ = ["Supervisor", "ProcessResult", "DEFAULT_STOP_GRACE"]
+__all__ = ["Supervisor", "ProcessResult", "StopRequest", "DEFAULT_STOP_GRACE"]
 
 log = logging.getLogger("trainvisor.supervisor")
 
@@ -57,7 +57,9 @@ class ProcessResult:
         return -self.returncode if self.returncode < 0 else None
 
 
-class _StopRequest(NamedTuple):
+class StopRequest(NamedTuple):
+    """A stop asked for: why, the polite signal, and its grace before SIGTERM."""
+
     reason: str
     signal: int
     grace: float
@@ -129,7 +131,7 @@ class Supervisor:
         self._lock = threading.Lock()
         self._shutdown_at: Optional[float] = None
         self._signalled_by: Optional[int] = None
-        self._stop: Optional[_StopRequest] = None
+        self._stop: Optional[StopRequest] = None
         self._stop_escalate_at: Optional[float] = None  # when the polite signal was sent + its grace
         self._waker: Optional[Waker] = None
         self._announced = False
@@ -206,7 +208,7 @@ class Supervisor:
         with self._lock:
             if self._stop is not None or (self.proc is not None and self.proc.returncode is not None):
                 return False
-            self._stop = _StopRequest(reason, sig, max(0.0, grace))
+            self._stop = StopRequest(reason, sig, max(0.0, grace))
             waker = self._waker
             if waker is not None:
                 waker.notify()  # the waiting thread carries it out (signals, log lines, deadlines)
