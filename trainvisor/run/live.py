@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "supervise", "drive_child", "DEFAULT_PARSE_BACKLOG"]
 
-log = logging.getLogger("trainvisor.pipeline")
+log = logging.getLogger("trainvisor.stream.engine")
 
 # How far parsing may fall behind the child before bytes are passed through unparsed (and
 # counted) rather than held in memory.
