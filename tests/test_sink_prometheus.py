@@ -110,6 +110,17 @@ def test_metrics_scraped_while_a_paced_training_runs_equal_the_jsonl_prefix(tmp_
     assert sum("event" not in r for r in records) == GENERATED_METRICS
     seen = [_assert_prefix_agrees(s, records, run_id="cli-run", team="vision") for s in scrapes]
     assert len(seen) == 2 and 0 < seen[0] <= seen[1] < GENERATED_METRICS  # both taken mid-run
+    base = (("run_id", "cli-run"), ("team", "vision"))
+    for s in scrapes:  # the run's status, mid-run: the child running, attempt 1, lines growing
+        assert s["trainvisor_child_state"] == {tuple(sorted(base + (("state", st),))): float(st == "running")
+                                               for st in ("not-started", "running", "stopping", "exited")}
+        assert s["trainvisor_attempt"] == {base: 1.0}
+        assert "trainvisor_child_exit_code" not in s
+        assert s["trainvisor_parse_faults_total"] == {base: 0.0}
+        # Every record a scrape counted came from a line the pipeline had read by then.
+        assert s["trainvisor_records_total"][base] >= s["trainvisor_metrics_total"][base]
+        assert 0 < s["trainvisor_seconds_since_metric"][base] < 60
+    assert scrapes[0]["trainvisor_lines_total"][base] <= scrapes[1]["trainvisor_lines_total"][base]
     with pytest.raises(urllib.error.URLError):  # the run's end closed the server
         _scrape(port)
 
@@ -129,7 +140,17 @@ def test_a_scrape_at_the_end_of_a_python_run_has_every_last_value_and_close_stop
         scraped = _scrape(port)
         summary = run.finish()
     records = _records(tmp_path / "run" / "metrics.jsonl")
-    assert _assert_prefix_agrees(scraped, records, host_group="a") == GENERATED_METRICS
+    # The run's own id labels every series (the sink's context gives it; no option named one).
+    assert _assert_prefix_agrees(scraped, records, run_id=run.run_id, host_group="a") == GENERATED_METRICS
+    base = (("host_group", "a"), ("run_id", run.run_id))
+    # Scraped after the child ended, before finish(): its state, exit code and the run's counts.
+    assert scraped["trainvisor_child_state"][tuple(sorted(base + (("state", "exited"),)))] == 1.0
+    assert scraped["trainvisor_child_state"][tuple(sorted(base + (("state", "running"),)))] == 0.0
+    assert scraped["trainvisor_child_exit_code"] == {base: 0.0}
+    assert scraped["trainvisor_lines_total"] == {base: float(summary.lines)}
+    assert scraped["trainvisor_records_total"] == {base: float(summary.events)}
+    assert scraped["trainvisor_checkpoints_complete_total"] == {base: 0.0}
+    assert scraped["trainvisor_uploads_verified_total"] == {base: 0.0}
     assert list(scraped["trainvisor_iteration"].values()) == [600.0]
     announced = sum(r.get("event") == "checkpoint" for r in records)
     assert announced == 20  # fake-caffe's log announces its snapshots even when it writes none
@@ -176,7 +197,7 @@ def test_a_port_in_use_is_one_line_config_error():
             make_sink("prometheus", {"port": port})
     message = str(err.value)
     assert "\n" not in message
-    assert f"prometheus sink: port {port} on 127.0.0.1 is in use" in message
+    assert message.startswith(f"sink 'prometheus': port {port} on 127.0.0.1 is in use")
 
 
 @pytest.mark.parametrize("options, says", [
@@ -216,9 +237,9 @@ def test_trainvisor_run_on_a_port_in_use_says_one_line_and_the_child_never_start
                               capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("trainvisor: sink 'prometheus': ")
-    assert line.endswith(f"prometheus sink: port {port} on 127.0.0.1 is in use; choose another "
-                         "sinks.options.prometheus.port, or 0 for a free one")
+    # The sink named once (the factory's own "prometheus sink:" prefix is not repeated).
+    assert line == (f"trainvisor: sink 'prometheus': port {port} on 127.0.0.1 is in use; choose another "
+                    "sinks.options.prometheus.port, or 0 for a free one")
     assert not marker.exists()
 
 
@@ -226,5 +247,4 @@ def test_without_prometheus_client_the_sink_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what `import` meets when it is not installed
     with pytest.raises(ConfigError) as err:
         make_sink("prometheus", {})
-    assert str(err.value).endswith("prometheus sink: needs the prometheus_client package "
-                                   "(pip install prometheus_client)")
+    assert str(err.value) == "sink 'prometheus': needs the prometheus_client package (pip install prometheus_client)"

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..parsers.base import Parser
+    from ..sinks.context import SinkContext
     from ..uploaders.base import Uploader
     from ..uploaders.manager import UploadManager
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
@@ -35,7 +36,8 @@ def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Pars
     return RankRouter(lambda: select_parser(cfg.parser, options, rules=cfg.rules), parse_rank_selection(cfg.ranks))
 
 
-def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = ()) -> list:
+def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = (),
+                context: Optional["SinkContext"] = None) -> list:
     """The run's sinks, each counted (`counts()`): its JSONL file, the registered sinks `sinks.use`
     names, made with their `sinks.options`, and the caller's objects, all checked before the child
     starts. A registered sink runs on its own thread unless registered `inline`; a caller's object
@@ -59,7 +61,7 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
                 if name not in cfg.use:
                     raise ConfigError(f"sinks.options.{name}: no sink {name!r} in sinks.use (--sink {name})")
             for name in cfg.use:
-                info, sink = make_sink(name, cfg.options.get(name, {}))
+                info, sink = make_sink(name, cfg.options.get(name, {}), context)
                 add(sink, name, info.inline)
             for obj in objects:
                 check_sink(obj, str(getattr(obj, "name", None) or type(obj).__qualname__))

@@ -36,6 +36,7 @@ from .parts import _Parts
 from .summary import RunSummary
 
 if TYPE_CHECKING:
+    from ..status import RunStatus
     from ..supervisor.supervisor import ProcessResult, StopRequest, Supervisor
 
 __all__ = ["Run", "new_run_id"]
@@ -181,6 +182,24 @@ class Run:
         if sup is not None:
             sup.stop(reason, sig=sig, grace=grace)
         return True
+
+    def status(self) -> "RunStatus":
+        """What the run is doing now, as one frozen snapshot; any thread may ask (a Prometheus
+        scrape, a health check, a user's monitor). Cheap: nothing is counted for it between asks."""
+        from ..status import CHILD_EXITED, CHILD_NOT_STARTED, CHILD_RUNNING, CHILD_STOPPING, RunStatus
+
+        with self._control:
+            sup, stop, last = self._supervisor, self._stop, self._last
+        proc = getattr(sup, "proc", None)
+        if sup is not None:
+            child = CHILD_STOPPING if stop is not None else CHILD_RUNNING
+        else:
+            child = CHILD_EXITED if last is not None else CHILD_NOT_STARTED
+        counts = self._parts.status_counts() if self._parts is not None else {}
+        return RunStatus(run_id=self.run_id, attempt=self.attempt, child=child,
+                         pid=proc.pid if proc is not None and sup is not None else None,
+                         exit_code=last.exit_code if last is not None and sup is None else None,
+                         stop_reason=stop.reason if stop is not None else None, **counts)
 
     def _started(self) -> "_Parts":
         if self._parts is None:

@@ -21,10 +21,13 @@ import errno
 import logging
 import re
 import threading
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from ..events import CheckpointEvent, Event, Metric
+
+if TYPE_CHECKING:
+    from ..status import RunStatus
 
 __all__ = ["PrometheusSink", "RESERVED_LABELS"]
 
@@ -54,13 +57,16 @@ class PrometheusSink:
 
     `port` 0 takes a free port (logged; `self.port` is the bound one). `run_id` and `labels`
     (`{name: value}`) are put on every series, so several runs scraped by one Prometheus stay
-    apart. A port already in use, or a bad label name, is a one-line ConfigError."""
+    apart. `status` (the run's `Run.status`, given through the sink's context) adds the run's
+    state at scrape time: attempt, child state, lines, records, faults, checkpoints and uploads.
+    A port already in use, or a bad label name, is a one-line ConfigError."""
 
     name = "prometheus"
     inline = True
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, run_id: str = "",
-                 labels: Optional[Mapping[str, Any]] = None) -> None:
+                 labels: Optional[Mapping[str, Any]] = None,
+                 status: Optional[Callable[[], "RunStatus"]] = None) -> None:
         try:
             from prometheus_client import CollectorRegistry  # loaded only when a run names this sink
         except ImportError as exc:
@@ -70,6 +76,8 @@ class PrometheusSink:
             raise ConfigError(f"prometheus sink: port must be an integer 0..65535 (0: a free port), got {port!r}")
         self._base = {"run_id": str(run_id), **_user_labels(labels or {})}
         self._state = _State()
+        self._status = status
+        self._status_failed = False
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         self._server, self._thread = _serve(host, port, self.registry)
@@ -137,6 +145,22 @@ class PrometheusSink:
             c = CounterMetricFamily(fam, doc, labels=base_names)
             c.add_metric(base_values, n)
             yield c
+        if self._status is not None:
+            yield from self._status_families(base_names, base_values)
+
+    def _status_families(self, names: list, values: list) -> Iterator[Any]:
+        """The run's state, from one `RunStatus` snapshot taken now. A failing status call is
+        logged once and leaves these families out: the scrape itself never fails."""
+        from .prometheus_status import status_families
+
+        try:
+            status = self._status()
+        except Exception as exc:
+            if not self._status_failed:
+                self._status_failed = True
+                log.error("prometheus sink: the run's status failed: %s: %s", type(exc).__name__, exc)
+            return
+        yield from status_families(status, names, values)
 
 
 def _user_labels(labels: Mapping[str, Any]) -> dict[str, str]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, TypeVar
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .context import SinkContext
 
 __all__ = ["SinkInfo", "register_sink", "available_sinks", "get_sink_info", "make_sink", "check_sink",
            "ENTRY_POINT_GROUP"]
@@ -33,6 +36,9 @@ class SinkInfo:
     factory: Callable[..., object]
     inline: bool = False
     description: str = ""
+    wants_context: bool = False
+    """The factory has a `context` parameter: the run hands it a `SinkContext` (run id, config,
+    a `status()` snapshot); a factory without one is never given it."""
 
 
 _REGISTRY: dict[str, SinkInfo] = {}
@@ -57,7 +63,8 @@ def register_sink(name: str, factory: Optional[F] = None, *, inline: bool = Fals
     old = _REGISTRY.get(name)
     if old is not None and old.factory is not factory:
         raise ConfigError(f"sink {name!r} is registered twice ({old.factory!r} and {factory!r})")
-    _REGISTRY[name] = SinkInfo(name, factory, bool(inline), description or _first_line(factory))
+    _REGISTRY[name] = SinkInfo(name, factory, bool(inline), description or _first_line(factory),
+                               _has_context_parameter(factory))
     return factory
 
 
@@ -78,11 +85,20 @@ def get_sink_info(name: str) -> SinkInfo:
     raise _unknown(name)
 
 
-def make_sink(name: str, options: Mapping[str, Any]) -> tuple[SinkInfo, object]:
-    """The sink `name` made with `options`, checked; a one-line ConfigError naming it otherwise."""
+def make_sink(name: str, options: Mapping[str, Any], context: Optional["SinkContext"] = None
+              ) -> tuple[SinkInfo, object]:
+    """The sink `name` made with `options` (and the run's `context`, when its factory asks for
+    one), checked; a one-line ConfigError naming it otherwise."""
     info = get_sink_info(name)
+    kwargs = _plain(options)
+    if "context" in kwargs:
+        raise ConfigError(f"sinks.options.{name}.context: `context` is given by the run, not an option")
+    if info.wants_context and context is not None:
+        kwargs["context"] = context
     try:
-        sink = info.factory(**_plain(options))
+        sink = info.factory(**kwargs)
+    except ConfigError as exc:  # the factory's own words, said once, after the sink's name
+        raise ConfigError(f"sink {name!r}: {_without_name(str(exc), name)}") from exc
     except Exception as exc:  # a bad option or a failing constructor: the user's to fix, before the child starts
         raise ConfigError(f"sink {name!r}: cannot be made with options {_plain(options)!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
@@ -106,6 +122,24 @@ def _entry_points() -> tuple:
     from importlib.metadata import entry_points  # only for a name not built in: not on every start
 
     return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _without_name(message: str, name: str) -> str:
+    """A factory's message without the sink's name it starts with ("prometheus sink: port ..."),
+    so the one line names the sink once."""
+    for prefix in (f"{name} sink: ", f"sink {name!r}: ", f"sink {name}: "):
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
+
+
+def _has_context_parameter(factory: Callable[..., object]) -> bool:
+    import inspect  # already loaded by dataclasses: costs nothing at start
+
+    try:
+        return "context" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or a C callable without a signature
+        return False
 
 
 def _load_entry_point(ep: Any) -> SinkInfo:
@@ -171,11 +205,15 @@ register_sink("caffe-csv", _caffe_csv, inline=True)
 register_sink("stats", _stats, inline=True)
 
 
-def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels: Optional[dict] = None) -> object:
-    """The latest value of each metric, the iteration and the counts on http://HOST:PORT/metrics."""
+def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels: Optional[dict] = None,
+                context: Optional["SinkContext"] = None) -> object:
+    """The latest value of each metric, the run's status and counts on http://HOST:PORT/metrics."""
     from .prometheus import PrometheusSink  # prometheus_client loads only when a run names this sink
 
-    return PrometheusSink(host=host, port=port, run_id=run_id, labels=labels)
+    if context is not None:
+        run_id = run_id or context.run_id
+    return PrometheusSink(host=host, port=port, run_id=run_id, labels=labels,
+                          status=context.status if context is not None else None)
 
 
 # Inline: its write only sets values under a lock; the text is rendered on the scrape's thread.
@@ -187,7 +225,7 @@ register_sink("prometheus", _prometheus, inline=True)
 def _tensorboard(dir: str = "", rank_wait: int = 1000, rank_wait_seconds: float = 30.0) -> object:
     """TensorBoard scalars in DIR (tensorboardX): PHASE/NAME tags, step = iteration or epoch."""
     if not dir:
-        raise ConfigError("sink 'tensorboard' needs option `dir` (sinks.options.tensorboard.dir)")
+        raise ConfigError("needs option `dir` (sinks.options.tensorboard.dir)")
     from .tensorboard import TensorBoardSink
 
     return TensorBoardSink(dir, rank_wait=rank_wait, rank_wait_seconds=rank_wait_seconds)
@@ -196,7 +234,7 @@ def _tensorboard(dir: str = "", rank_wait: int = 1000, rank_wait_seconds: float 
 def _phase_csv(dir: str = "") -> object:
     """One CSV per phase in DIR (train.csv, val.csv, test.csv): a column per metric."""
     if not dir:
-        raise ConfigError("sink 'csv' needs option `dir` (sinks.options.csv.dir)")
+        raise ConfigError("needs option `dir` (sinks.options.csv.dir)")
     from .phase_csv import PhaseCsvSink
 
     return PhaseCsvSink(dir)

@@ -83,6 +83,9 @@ class UploadProgress:
     """Files found already verified in their current version (not uploaded again)."""
     bytes_skipped: int = 0
     """Their bytes: counted in `bytes_done` (the progress bar's whole), never sent."""
+    sets_verified: int = 0
+    sets_failed: int = 0
+    """Checkpoint sets whose upload ended, verified or failed for good, in this manager's life."""
 
     @property
     def files_sent(self) -> int:
@@ -126,6 +129,7 @@ class UploadManager:
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
         self._bytes_skipped = 0
+        self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
@@ -193,6 +197,7 @@ class UploadManager:
                 with self._lock:
                     self._keys.update(self.key_for(f.relpath) for f in missing)
                     self._set_keys.add(self._set_key(cp))
+                    self._sets_ended[FAILED] += 1
                 continue
             self.submit(cp)
             count += 1
@@ -201,7 +206,8 @@ class UploadManager:
     def progress(self) -> UploadProgress:
         with self._lock:
             return UploadProgress(self._bytes_done, self._bytes_total, self._files_done, self._files_total,
-                                  self._skipped, self._bytes_skipped)
+                                  self._skipped, self._bytes_skipped, self._sets_ended[VERIFIED],
+                                  self._sets_ended[FAILED])
 
     def _count(self, nbytes: int) -> None:
         with self._lock:
@@ -215,7 +221,11 @@ class UploadManager:
             set_lock = self._set_locks.setdefault(set_key, threading.Lock())
         try:
             with set_lock:
-                return SetOutcome(set_key, self._upload_set_locked(cp, set_key))
+                state = self._upload_set_locked(cp, set_key)
+            if state in self._sets_ended:
+                with self._lock:
+                    self._sets_ended[state] += 1
+            return SetOutcome(set_key, state)
         except Exception:  # a bug or a vanished run directory: logged, the set stays for a resume
             log.exception("upload of checkpoint %s stopped", cp.name)
             return SetOutcome(set_key, QUEUED)

@@ -1,0 +1,31 @@
+"""`SinkContext`: what a sink may know of the run it writes for, handed to a factory that asks.
+
+Why a factory asks by naming a `context` parameter instead of every sink getting the run: most
+sinks need nothing but their records, and a sink that holds the Run could reach into its parts.
+The context is small and frozen: the run's identity, its configuration (an MLflow run's params),
+and `status`, a callable that returns a `RunStatus` snapshot at the moment a reader asks (a
+Prometheus scrape): the run counts nothing extra for it between asks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:
+    from ..status import RunStatus
+
+__all__ = ["SinkContext"]
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """The run a sink is made for. `status()` may be called from any thread, at any time after
+    the sink is made (before the child starts it says `not-started`). `config` is the run's
+    `RunConfig` (None for a replay); show it with `config.convert.to_dict(config, mask_secrets=True)`,
+    never as it is: it may hold secrets."""
+
+    run_id: str
+    run_dir: str
+    attempt: int
+    status: Callable[[], "RunStatus"]
+    config: Optional[Any] = None
