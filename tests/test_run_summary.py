@@ -48,4 +48,4 @@ def test_a_caffe_run_with_4_sets_says_4(tmp_path):
     assert "  checkpoints    4 complete" in lines  # the log announces 8 files: 4 sets
     assert f"  uploads        file://{tmp_path / 'store'}: 4 sets verified, 0 pending, 0 failed (12 objects verified)" \
         in lines
-    assert "  test accuracy   0.9658 (last, iteration 1000)" in lines
+    assert "    test/accuracy       0.9658 @ 1000           best 0.9658 @ 1000" in lines  # the log's last test

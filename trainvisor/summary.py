@@ -23,7 +23,8 @@ def format_summary(summary) -> str:
     lines.append(f"  lines parsed   {s.lines}" + (f" ({s.truncated_lines} cut at the line cap)" if s.truncated_lines else ""))
     lines.append(f"  metrics        {s.metrics}")
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
-    lines += _metric_lines(s.last_metrics)
+    table = getattr(s, "table", ())
+    lines += _table_lines(table) if table else _metric_lines(s.last_metrics)
     if s.uploads is not None:
         u = s.uploads
         lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
@@ -63,6 +64,32 @@ def _metric_lines(last_metrics: Iterable[Metric]) -> list[str]:
     for (phase, name), m in sorted(last.items()):
         if phase != PHASE_TRAIN:
             lines.append(f"  {phase} {name:<10} {_fmt(m.value)} (last, iteration {m.iteration})")
+    return lines
+
+
+TABLE_ROWS = 24
+"""Rows the printed table shows at most (a detection log has dozens of metrics); the rest are
+in `RunSummary.table`, and the last line says how many."""
+
+
+def _table_lines(rows) -> list[str]:
+    """Each metric's last value and its best, with their steps (`MetricRow`s)."""
+    def label(r) -> str:
+        net = f"#{r.test_net}" if r.test_net else ""
+        return f"{r.phase}{net}/{r.name}"
+
+    def at(v: float, step) -> str:
+        return _fmt(v) + ("" if step is None else f" @ {step:g}")
+
+    width = min(28, max(len(label(r)) for r in rows[:TABLE_ROWS]))
+    lines = ["  last / best    (at step: iteration, else epoch)"]
+    for r in rows[:TABLE_ROWS]:
+        text = f"    {label(r):<{width}}  {at(r.last, r.last_step):<22}"
+        if r.best is not None:
+            text += f"  best {at(r.best, r.best_step)}"
+        lines.append((text + ("  (running values only)" if r.running else "")).rstrip())
+    if len(rows) > TABLE_ROWS:
+        lines.append(f"    ... and {len(rows) - TABLE_ROWS} more (RunSummary.table)")
     return lines
 
 

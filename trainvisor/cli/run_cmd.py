@@ -10,6 +10,7 @@ import click
 from ..config import RunConfig
 from ..config.files import load_layers
 from .flags import RUN_FLAGS, config_option, overrides, with_flags
+from .sink_flags import apply_sink_shortcuts, with_sink_shortcuts
 
 __all__ = ["run", "resume", "config_group", "effective_config"]
 
@@ -19,29 +20,31 @@ _COMMAND_SETTINGS = {"allow_interspersed_args": False}
 
 
 def effective_config(ctx: click.Context, config_path: Optional[str], flag_values: dict[str, Any],
-                     command: tuple[str, ...]) -> RunConfig:
-    """defaults < config file (or $TRAINVISOR_CONFIG) < TRAINVISOR__* variables < flags < command."""
+                     command: tuple[str, ...], shortcut_values: Optional[dict] = None) -> RunConfig:
+    """defaults < config file (or $TRAINVISOR_CONFIG) < TRAINVISOR__* variables < flags < command;
+    then the sink shortcuts (`--tensorboard DIR`) add their sinks to what that says."""
     layer = overrides(ctx, RUN_FLAGS, flag_values)
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
     if argv:
         layer.set(("command",), argv, "the command line")
-    return load_layers(RunConfig, config_path, layer)
+    return apply_sink_shortcuts(load_layers(RunConfig, config_path, layer), shortcut_values or {})
 
 
 @click.command(context_settings=_COMMAND_SETTINGS)
 @config_option
 @with_flags(RUN_FLAGS)
+@with_sink_shortcuts
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(config_path: Optional[str], flag_values: dict[str, Any], command: tuple[str, ...]) -> None:
+def run(config_path: Optional[str], flag_values: dict[str, Any], shortcut_values: dict, command: tuple[str, ...]) -> None:
     """Run COMMAND under supervision: `trainvisor run [OPTIONS] -- CMD [ARGS...]`.
 
     The command may also come from the config file (`command: [...]`)."""
     from ..run import Run
     from ..summary import format_summary
 
-    config = effective_config(click.get_current_context(), config_path, flag_values, command)
+    config = effective_config(click.get_current_context(), config_path, flag_values, command, shortcut_values)
     if not config.command:
         raise click.UsageError("no command given: trainvisor run [OPTIONS] -- CMD [ARGS...] (or `command:` in --config)")
     summary = Run(config).run()
@@ -60,12 +63,14 @@ def config_group() -> None:
 @click.option("--format", "fmt", type=click.Choice(["yaml", "toml"]), default="yaml", show_default=True,
               help="Output format; either is read back by --config.")
 @with_flags(RUN_FLAGS)
+@with_sink_shortcuts
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], command: tuple[str, ...]) -> None:
+def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], shortcut_values: dict,
+         command: tuple[str, ...]) -> None:
     """Print the configuration `trainvisor run` would use with these options (secrets masked)."""
     from ..config.dump import dump
 
-    config = effective_config(click.get_current_context(), config_path, flag_values, command)
+    config = effective_config(click.get_current_context(), config_path, flag_values, command, shortcut_values)
     click.echo(dump(config, fmt), nl=False)
 
 

@@ -101,6 +101,12 @@ class SinksConfig(Section):
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")
 
+    def with_sink(self, name: str, options: Mapping[str, Any]) -> "SinksConfig":
+        """This section with sink `name` in `use` (added once) and `options` set over its own."""
+        use = self.use if name in self.use else self.use + (name,)
+        merged = {**self.options.get(name, {}), **options}
+        return replace(self, use=use, options={**self.options, name: merged})
+
 
 @dataclass(frozen=True)
 class WatchConfig(Section):
@@ -193,6 +199,9 @@ class RunConfig(Section):
 
     def with_command(self, command: "tuple[str, ...] | list[str]") -> "RunConfig":
         return replace(self, command=tuple(command))
+
+    def with_sinks(self, sinks: SinksConfig) -> "RunConfig":
+        return replace(self, sinks=sinks)
 
 
 SECTIONS = tuple(f.name for f in fields(RunConfig) if f.name != "command")

@@ -50,6 +50,7 @@ class _Parts:
 
     @classmethod
     def build(cls, run: "Run", logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
+        from ..sinks.context import SinkContext
         from ..sinks.jsonl import JsonlSink
         from ..stream.pipeline import Pipeline
         from .build import build_sinks
@@ -58,12 +59,13 @@ class _Parts:
         parser = _new_parser(run)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
         jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt})
-        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks)
+        context = SinkContext(run_id=run.run_id, run_dir=str(run.run_dir), attempt=run.attempt,
+                              status=run.status, config=cfg)
+        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks, context=context)
         stack.callback(_close_sinks, counted)  # the pipeline closes them; this, when a run fails before
-        # Always counted (a run that parsed nothing says so); the last values only for a summary.
-        stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
-                                                                     and sys.stderr.isatty())),
-                               on_notice=_log_notice)
+        # Always counted (a run that parsed nothing says so), with each metric's last and best
+        # value: RunSummary.table has them whether a summary is printed or not.
+        stats_sink = StatsSink(keep_last=True, on_notice=_log_notice)
         parts = cls(run, parser, jsonl, counted, stats_sink)
         parts.env = {**cfg.process.env, **logging_.env}
         parts._build_checkpoints(stack)
@@ -176,6 +178,22 @@ class _Parts:
         log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s")
         return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
 
+    def status_counts(self) -> dict:
+        """The counts of a `RunStatus`, read from the parts without a lock: each is one int
+        written by one thread (the pipeline's, the watcher's) or a snapshot taken under its own
+        lock (the upload manager's progress)."""
+        stats = self.pipeline.stats if self.pipeline is not None else None
+        last = self.stats_sink.last_time
+        counts = dict(lines=stats.lines if stats else 0, records=stats.events if stats else 0,
+                      metrics=self.stats_sink.metrics,
+                      faults=self.pipeline.faults.total if self.pipeline is not None else 0,
+                      checkpoints_complete=self.watcher.stats.handed_over if self.watcher is not None else 0,
+                      seconds_since_metric=None if last is None else max(0.0, time.time() - last))
+        if self.manager is not None:
+            p = self.manager.progress()
+            counts.update(uploads_verified=p.sets_verified, uploads_failed=p.sets_failed, upload_bytes=p.bytes_sent)
+        return counts
+
     def summarise(self, result: "ProcessResult", *, attempts: int) -> RunSummary:
         from .endwarnings import end_warnings
 
@@ -208,7 +226,7 @@ class _Parts:
             signalled_by=result.signalled_by,
             faults=tuple(FaultCount(c, n) for c, n in sorted(self.pipeline.faults.counts.items())),
             metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
-            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()),
+            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
             stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
         )

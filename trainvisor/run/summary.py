@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 from ..events import Metric, Notice
 
 if TYPE_CHECKING:
+    from ..sinks.lastbest import MetricRow
     from ..sinks.threaded import SinkCounts
 
 __all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
@@ -61,7 +62,7 @@ class RunSummary:
     `notices`: the first record of each Notice code the parsers gave (values the output lacks);
     `warnings`: what the run ended on that its reader must know (nothing uploaded, no metric
     parsed), each naming its remedy. `sinks`: each sink's records written, dropped and failed
-    (the run's JSONL file first)."""
+    (the run's JSONL file first); `table`: each metric's last and best value."""
 
     run_id: str
     attempt: int
@@ -88,6 +89,9 @@ class RunSummary:
     attempts: int = 1
     """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
     sinks: tuple[SinkCounts, ...] = ()
+    table: tuple[MetricRow, ...] = ()
+    """Per metric and phase (and Caffe test net): its last value and its best, each with its step
+    (iteration, else epoch); best is None for a metric with no better direction (lr, time)."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from ..events import CheckpointEvent, Event, Metric, Notice
+from .lastbest import LastBest
 
 __all__ = ["StatsSink"]
 
@@ -13,7 +14,9 @@ class StatsSink:
     (`notices`, in order; `on_notice` is called with it then, once per code, whichever rank's
     parser said it). Attached to every run, so a run that parsed nothing can say so:
     `keep_last=False` skips the per-metric work (the last value of each name) when no summary
-    shows it, leaving one type check per event."""
+    shows it, leaving one type check per event. With `keep_last`, `table` also keeps each metric's
+    best value (`LastBest`: the summary's last/best table); `last_time` is the `wall_time` of the
+    newest metric (what a health check asks: how long since the training said anything)."""
 
     name = "stats"
 
@@ -22,16 +25,19 @@ class StatsSink:
         self.checkpoints = 0
         self.last: dict[tuple[str, str], Metric] = {}
         self.notices: dict[str, Notice] = {}
+        self.table = LastBest()
+        self.last_time: Optional[float] = None
         self._keep_last = keep_last
         self._on_notice = on_notice
 
     def write(self, events: Sequence[Event]) -> None:
         others = 0
         if self._keep_last:
-            last = self.last
+            last, add = self.last, self.table.add
             for ev in events:
                 if type(ev) is Metric:
                     last[(ev.phase, ev.name)] = ev
+                    add(ev)
                 else:
                     others += 1
                     self._other(ev)
@@ -40,7 +46,9 @@ class StatsSink:
                 if type(ev) is not Metric:
                     others += 1
                     self._other(ev)
-        self.metrics += len(events) - others
+        if len(events) > others:
+            self.metrics += len(events) - others
+            self.last_time = events[-1].wall_time
 
     def _other(self, ev: Event) -> None:
         if isinstance(ev, CheckpointEvent):

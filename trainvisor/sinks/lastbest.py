@@ -1,0 +1,116 @@
+"""The last and the best value of each metric, per phase: the small table a person reads when
+a training ends ("where did it end, and where was it best?").
+
+Which way is better is a fact about the metric's name, not its values: a loss, an error rate or a
+perplexity is best at its lowest; an accuracy, a precision or a mAP at its highest; a learning
+rate, a time or a throughput has no best, and the table says so instead of guessing. A running
+value (a progress bar's mid-epoch postfix) does not compete with completed ones: a noisy batch
+would otherwise be "best"; a metric that only ever had running values keeps them.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..events import Metric
+
+__all__ = ["MetricRow", "LastBest", "goal_of", "GOAL_MIN", "GOAL_MAX"]
+
+GOAL_MIN = "min"
+GOAL_MAX = "max"
+
+# Word-ish pieces of a metric name, matched after splitting on separators and case changes.
+_LOWER = re.compile(r"(?:^|_)(loss|losses|err|error|errors|ppl|perplexity|mae|mse|rmse|wer|cer|nll|"
+                    r"distance|dist|miss|fpr|fnr)(?:_|$)")
+_HIGHER = re.compile(r"(?:^|_)(acc|accuracy|prec|precision|recall|f1|fscore|map|map50|ap|ap50|ap75|aps|apm|apl|"
+                     r"ar|auc|roc_auc|iou|miou|bleu|rouge\w*|top1|top5|top_1|top_5|acc1|acc5|dice|psnr|ssim|"
+                     r"r2|score|mcc|kappa|exact_match|em|matthews_correlation)(?:_|$)")
+_NEUTRAL = re.compile(r"(?:^|_)(lr|learning_rate|time|data_time|eta|speed|throughput|samples|steps_per_second|"
+                      r"samples_per_second|memory|mem|grad_norm|epoch|iter|iteration|step|batch|momentum|"
+                      r"weight_decay|scale|loss_scale|runtime|flos|total_flos)(?:_|$)")
+_ERROR = re.compile(r"(?:^|_)(err|error|errors|error_rate|wer|cer)(?:_|$)")
+_SPLIT = re.compile(r"[^a-z0-9]+")
+
+
+def goal_of(name: str) -> Optional[str]:
+    """GOAL_MIN, GOAL_MAX, or None when the name says nothing (or says it is not a quality):
+    `loss`, `val_loss`, `loss_cls` -> min, and `top1_err` too (an error rate wins); `accuracy`, `bbox/AP50`, `eval_f1` -> max;
+    `lr`, `time`, `grad_norm` -> None. A name with both kinds of word (`acc_loss`) has no goal."""
+    key = _SPLIT.sub("_", name.lower()).strip("_")
+    if _NEUTRAL.search(key):
+        return None
+    if _ERROR.search(key):  # an error rate of anything (`top1_err`) is best at its lowest
+        return GOAL_MIN
+    lower, higher = bool(_LOWER.search(key)), bool(_HIGHER.search(key))
+    if lower == higher:
+        return None
+    return GOAL_MIN if lower else GOAL_MAX
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One line of the table: a metric of one phase (and Caffe test net). `step` is the record's
+    iteration, else its epoch, else None; `best`/`best_step` are None when the metric has no goal.
+    NaN never counts as best (a loss that became NaN ended worse, not better); `count` is how many
+    values competed."""
+
+    name: str
+    phase: str
+    test_net: Optional[int]
+    last: float
+    last_step: Optional[float]
+    best: Optional[float]
+    best_step: Optional[float]
+    goal: Optional[str]
+    count: int
+    running: bool = False
+
+
+def _step(m: Metric) -> Optional[float]:
+    if m.iteration is not None:
+        return float(m.iteration)
+    return m.epoch
+
+
+class LastBest:
+    """Fed every metric (`add`), gives the table (`rows`). Kept per (phase, test net, name)."""
+
+    def __init__(self) -> None:
+        # key -> [last, best or None, goal, count, running-only]
+        self._rows: dict[tuple, list] = {}
+        self._goals: dict[str, Optional[str]] = {}
+
+    def add(self, m: Metric) -> None:
+        key = (m.phase, m.test_net, m.name)
+        row = self._rows.get(key)
+        if row is None:
+            goal = self._goals.get(m.name, 0)
+            if goal == 0:
+                goal = self._goals[m.name] = goal_of(m.name)
+            self._rows[key] = [m, m if not math.isnan(m.value) else None, goal, 1, m.running]
+            return
+        if m.running and not row[4]:
+            return  # a completed value exists: running ones do not compete
+        if row[4] and not m.running:  # the first completed value: forget the running ones
+            row[1], row[3], row[4] = None, 0, False
+        row[0] = m
+        row[3] += 1
+        best, goal, v = row[1], row[2], m.value
+        if v != v:
+            return
+        if best is None or (goal == GOAL_MIN and v < best.value) or (goal == GOAL_MAX and v > best.value):
+            row[1] = m
+
+    def rows(self) -> tuple[MetricRow, ...]:
+        """The table, ordered by phase (train first) then name."""
+        order = {"train": 0, "val": 1, "test": 2}
+        out = []
+        for (phase, net, name), (last, best, goal, count, running) in self._rows.items():
+            has_best = goal is not None and best is not None
+            out.append(MetricRow(name=name, phase=phase, test_net=net, last=last.value, last_step=_step(last),
+                                 best=best.value if has_best else None, best_step=_step(best) if has_best else None,
+                                 goal=goal, count=count, running=running))
+        out.sort(key=lambda r: (order.get(r.phase, 3), r.phase, r.test_net or 0, r.name))
+        return tuple(out)
