@@ -9,6 +9,7 @@ would otherwise be "best"; a metric that only ever had running values keeps them
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -21,29 +22,36 @@ __all__ = ["MetricRow", "LastBest", "goal_of", "GOAL_MIN", "GOAL_MAX"]
 GOAL_MIN = "min"
 GOAL_MAX = "max"
 
-# Word-ish pieces of a metric name, matched after splitting on separators and case changes.
-_LOWER = re.compile(r"(?:^|_)(loss|losses|err|error|errors|ppl|perplexity|mae|mse|rmse|wer|cer|nll|"
-                    r"distance|dist|miss|fpr|fnr)(?:_|$)")
-_HIGHER = re.compile(r"(?:^|_)(acc|accuracy|prec|precision|recall|f1|fscore|map|map50|ap|ap50|ap75|aps|apm|apl|"
-                     r"ar|auc|roc_auc|iou|miou|bleu|rouge\w*|top1|top5|top_1|top_5|acc1|acc5|dice|psnr|ssim|"
-                     r"r2|score|mcc|kappa|exact_match|em|matthews_correlation)(?:_|$)")
-_NEUTRAL = re.compile(r"(?:^|_)(lr|learning_rate|time|data_time|eta|speed|throughput|samples|steps_per_second|"
-                      r"samples_per_second|memory|mem|grad_norm|epoch|iter|iteration|step|batch|momentum|"
-                      r"weight_decay|scale|loss_scale|runtime|flos|total_flos)(?:_|$)")
-_ERROR = re.compile(r"(?:^|_)(err|error|errors|error_rate|wer|cer)(?:_|$)")
-_SPLIT = re.compile(r"[^a-z0-9]+")
+# Word-ish pieces of a metric name, matched after splitting on separators. Compiled at the
+# first metric, not at import: every run imports this module, a /bin/true run needs no regex.
+_WORDS = {
+    "error": r"err|error|errors|error_rate|wer|cer",
+    "lower": r"loss|losses|err|error|errors|ppl|perplexity|mae|mse|rmse|wer|cer|nll|distance|dist|miss|fpr|fnr",
+    "higher": r"acc|accuracy|prec|precision|recall|f1|fscore|map|map50|ap|ap50|ap75|aps|apm|apl|ar|auc|roc_auc|"
+              r"iou|miou|bleu|rouge\w*|top1|top5|top_1|top_5|acc1|acc5|dice|psnr|ssim|r2|score|mcc|kappa|"
+              r"exact_match|em|matthews_correlation",
+    "neutral": r"lr|learning_rate|time|data_time|eta|speed|throughput|samples|steps_per_second|samples_per_second|"
+               r"memory|mem|grad_norm|epoch|iter|iteration|step|batch|momentum|weight_decay|scale|loss_scale|"
+               r"runtime|flos|total_flos",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _patterns() -> dict[str, "re.Pattern[str]"]:
+    return {k: re.compile(rf"(?:^|_)({v})(?:_|$)") for k, v in _WORDS.items()} | {"split": re.compile(r"[^a-z0-9]+")}
 
 
 def goal_of(name: str) -> Optional[str]:
     """GOAL_MIN, GOAL_MAX, or None when the name says nothing (or says it is not a quality):
     `loss`, `val_loss`, `loss_cls` -> min, and `top1_err` too (an error rate wins); `accuracy`, `bbox/AP50`, `eval_f1` -> max;
     `lr`, `time`, `grad_norm` -> None. A name with both kinds of word (`acc_loss`) has no goal."""
-    key = _SPLIT.sub("_", name.lower()).strip("_")
-    if _NEUTRAL.search(key):
+    words = _patterns()
+    key = words["split"].sub("_", name.lower()).strip("_")
+    if words["neutral"].search(key):
         return None
-    if _ERROR.search(key):  # an error rate of anything (`top1_err`) is best at its lowest
+    if words["error"].search(key):  # an error rate of anything (`top1_err`) is best at its lowest
         return GOAL_MIN
-    lower, higher = bool(_LOWER.search(key)), bool(_HIGHER.search(key))
+    lower, higher = bool(words["lower"].search(key)), bool(words["higher"].search(key))
     if lower == higher:
         return None
     return GOAL_MIN if lower else GOAL_MAX
