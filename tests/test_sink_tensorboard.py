@@ -192,7 +192,7 @@ def test_a_run_named_with_sink_tensorboard_writes_every_metric_of_its_jsonl(tmp_
 
 
 def test_naming_the_sink_costs_the_start_no_import_of_the_writer(tmp_path):
-    # tensorboardX loads torch (about a second): made before the child starts, the sink only
+    # tensorboardX's __init__ loads torch (seconds): made before the child starts, the sink only
     # checks that the package is there; the import waits for its first value, on its own thread
     import subprocess
     import sys
@@ -207,6 +207,32 @@ def test_naming_the_sink_costs_the_start_no_import_of_the_writer(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert list((tmp_path / "tb").iterdir()) == []  # no event file before the first value
+
+
+def test_writing_loads_neither_torch_nor_numpy_and_tensorboardx_imports_whole_after(tmp_path):
+    # The event writer's three modules are loaded without tensorboardX's __init__ (which imports
+    # torch, installed here): the supervising process stays small. A later `import tensorboardX`
+    # (a user's code in the same process) still gets the whole package.
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    code = ("import sys; from trainvisor.sinks.tensorboard import TensorBoardSink; "
+            "from trainvisor.events import Metric; "
+            f"s = TensorBoardSink({str(tmp_path / 'tb')!r}); "
+            "s.write([Metric('loss', 0.5, 3, 'train', None, None, None, 1.0, 1)]); s.close(); "
+            "print(sorted(m for m in ('tensorboardX', 'torch', 'numpy') if m in sys.modules)); "
+            "import tensorboardX; print(hasattr(tensorboardX, 'SummaryWriter'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["[]", "True"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("train/loss")] == [(3, 0.5)]
 
 
 def test_one_rank_alone_is_written_once_the_wait_for_a_second_has_passed(tmp_path):

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""What every sink on at once costs the training: `trainvisor run --parser caffe` with TensorBoard,
+Prometheus (scraped once a second), a webhook to a local receiver, the per-phase CSV tables and
+MLflow (a local file store), against `CHILD | cat` and against JSONL alone, in one run.
+
+(a) the child writes `--lines-a` dense Caffe lines at `--rate` lines/s, one write() per line (as
+    glog does): its own run time under trainvisor with every sink vs under `| cat`
+    (target <= 1.05x).
+(b) the child writes `--lines-b` lines as fast as it can in 64 KiB writes: lines/s through
+    `trainvisor run` with every sink vs with JSONL only, alternating (target >= 0.8x).
+Then each sink's counts (written, dropped, failed) from the run log, and what the receivers got.
+
+    python bench/every_sink.py [--lines-a 1000000] [--rate 100000] [--lines-b 1000000] [--rounds 1]
+
+A sink that is not installed (or not registered in this checkout) is left out and named.
+"""
+from __future__ import annotations
+
+import argparse
+import http.server
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+from _common import ROOT, dense_caffe_log
+
+from passthrough import CHILD
+
+WANTED = ("tensorboard", "prometheus", "webhook", "csv", "mlflow")
+IMPORTS = {"tensorboard": "tensorboardX", "prometheus": "prometheus_client", "mlflow": "mlflow"}
+
+
+class Receiver:
+    """A local webhook receiver: counts requests and bytes; answers 204."""
+
+    def __init__(self) -> None:
+        counts = self.counts = {"requests": 0, "bytes": 0}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                counts["requests"] += 1
+                counts["bytes"] += n
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="bench-webhook", daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+class Scraper:
+    """GET /metrics once a second while a run is on; counts the scrapes that answered."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.ok, self.failed = port, 0, 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="bench-scraper", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as r:
+                    r.read()
+                self.ok += 1
+            except OSError:
+                self.failed += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join()
+
+
+def available() -> tuple[list[str], list[str]]:
+    """The sinks of WANTED this checkout can run, and the ones left out (with why)."""
+    sys.path.insert(0, str(ROOT))
+    from trainvisor.sinks.registry import available_sinks
+
+    names, missing = [], []
+    for name in WANTED:
+        if name not in available_sinks():
+            missing.append(f"{name} (not registered in this checkout)")
+            continue
+        try:
+            __import__(IMPORTS.get(name, "json"))
+        except ImportError:
+            missing.append(f"{name} (needs {IMPORTS[name]})")
+            continue
+        names.append(name)
+    return names, missing
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config_file(tmp: str, names: list[str], receiver: Receiver, port: int) -> str:
+    """A YAML config naming every sink with its options, under a fresh directory of `tmp`."""
+    out = tempfile.mkdtemp(dir=tmp)
+    options = {"tensorboard": f"{{dir: {out}/tb}}", "prometheus": f"{{port: {port}}}",
+               "webhook": f"{{url: '{receiver.url}'}}", "csv": f"{{dir: {out}/csv}}",
+               "mlflow": f"{{tracking_uri: 'file://{out}/mlruns'}}"}
+    path = os.path.join(out, "every.yaml")
+    with open(path, "w") as fh:
+        fh.write(f"sinks:\n  use: [{', '.join(names)}]\n  options:\n")
+        fh.writelines(f"    {n}: {options[n]}\n" for n in names)
+    return path
+
+
+def trainvisor_run(argv: list[str], run_dir: str, config: str | None, port: int | None) -> float:
+    """Seconds of one `trainvisor run` (every sink when `config` is given; Prometheus scraped)."""
+    extra = ["--config", config] if config else []
+    scraper = Scraper(port) if port else None
+    t0 = time.perf_counter()
+    try:
+        subprocess.run([sys.executable, "-m", "trainvisor", "run", *extra, "--parser", "caffe", "--year", "2026",
+                        "--run-dir", run_dir, "--", *argv], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - t0
+    finally:
+        if scraper is not None:
+            scraper.close()
+            print(f"      prometheus: {scraper.ok} scrapes answered, {scraper.failed} failed")
+
+
+def sink_counts(run_dir: str) -> str:
+    text = open(os.path.join(run_dir, "train.log"), encoding="utf-8", errors="replace").read()
+    found = re.findall(r"sink (\S+): (\d+) records written, (\d+) dropped, (\d+) failed", text)
+    return "; ".join(f"{n} {w} written, {d} dropped, {f} failed" for n, w, d, f in found)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines-a", type=int, default=1_000_000)
+    ap.add_argument("--rate", type=float, default=100_000)
+    ap.add_argument("--lines-b", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=1)
+    a = ap.parse_args()
+    names, missing = available()
+    print(f"sinks on: {', '.join(names)}" + (f"; left out: {', '.join(missing)}" if missing else ""))
+    receiver = Receiver()
+    try:
+        with tempfile.TemporaryDirectory(prefix="trainvisor-bench-every-") as tmp:
+            child = os.path.join(tmp, "child.py")
+            with open(child, "w") as fh:
+                fh.write(CHILD)
+            elapsed = os.path.join(tmp, "elapsed")
+            paced(a, child, elapsed, tmp, names, receiver)
+            flat_out(a, child, elapsed, tmp, names, receiver)
+    finally:
+        receiver.close()
+    print(f"    webhook receiver: {receiver.counts['requests']} requests, {receiver.counts['bytes']} bytes")
+
+
+def paced(a, child: str, elapsed: str, tmp: str, names: list[str], receiver: Receiver) -> None:
+    log = dense_caffe_log(a.lines_a)
+    argv = [sys.executable, child, str(log), "lines", str(a.rate), "-", elapsed]
+    subprocess.run(f"{' '.join(argv)} 2>&1 | cat > /dev/null", shell=True, check=True)
+    cat_s = float(open(elapsed).read())
+    port = free_port()
+    run_dir = os.path.join(tmp, "run-a")
+    trainvisor_run(argv, run_dir, config_file(tmp, names, receiver, port), port if "prometheus" in names else None)
+    tv_s = float(open(elapsed).read())
+    print(f"(a) {a.lines_a} lines at {a.rate:.0f} lines/s, one write per line")
+    print(f"    child run time: under cat {cat_s:.2f} s, under trainvisor with every sink {tv_s:.2f} s: "
+          f"{tv_s / cat_s:.3f}x   (target <= 1.05x)")
+    print(f"      {sink_counts(run_dir)}")
+
+
+def flat_out(a, child: str, elapsed: str, tmp: str, names: list[str], receiver: Receiver) -> None:
+    log = dense_caffe_log(a.lines_b)
+    n = sum(1 for _ in open(log, "rb"))
+    argv = [sys.executable, child, str(log), "chunks", "0", "-", elapsed]
+    jsonl, every = [], []
+    for r in range(a.rounds):
+        jsonl.append(trainvisor_run(argv, os.path.join(tmp, f"run-b-jsonl-{r}"), None, None))
+        port = free_port()
+        run_dir = os.path.join(tmp, f"run-b-every-{r}")
+        every.append(trainvisor_run(argv, run_dir, config_file(tmp, names, receiver, port),
+                                    port if "prometheus" in names else None))
+        print(f"      round {r + 1}: {sink_counts(run_dir)}")
+    t_jsonl, t_every = statistics.median(jsonl), statistics.median(every)
+    print(f"(b) {n} lines in 64 KiB writes ({a.rounds} round(s), medians): JSONL only {n / t_jsonl / 1e3:.0f}k lines/s, "
+          f"every sink {n / t_every / 1e3:.0f}k lines/s: {t_jsonl / t_every:.3f}x the JSONL-only figure "
+          f"(target >= 0.8x)")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()
