@@ -24,6 +24,7 @@ FORMATS = ("png", "svg", "pdf")
 # on longer lines they would hide the curve.
 _MARKER_MAX_POINTS = 100
 _PANEL_INCHES = (6.4, 3.6)
+_DPI = 100  # fixed, so a panel is 640 x 360 pixels whatever dpi a matplotlibrc sets
 
 
 def output_format(out: "str | os.PathLike[str]") -> str:
@@ -52,7 +53,7 @@ def build_figure(chart: Chart, *, title: str = "") -> "Figure":
     count = len(chart.panels)
     cols = 1 if count == 1 else 2 if count <= 8 else 3
     rows = math.ceil(count / cols)
-    fig = Figure(figsize=(_PANEL_INCHES[0] * cols, _PANEL_INCHES[1] * rows), layout="constrained")
+    fig = Figure(figsize=(_PANEL_INCHES[0] * cols, _PANEL_INCHES[1] * rows), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(rows, cols, squeeze=False).flat)
     for ax, panel in zip(axes, chart.panels):
@@ -72,4 +73,4 @@ def build_figure(chart: Chart, *, title: str = "") -> "Figure":
 
 def save_figure(fig: "Figure", out: "str | os.PathLike[str]") -> None:
     """Write `fig` to `out` in the format its suffix names."""
-    fig.savefig(os.fspath(out), format=output_format(out))
+    fig.savefig(os.fspath(out), format=output_format(out), dpi=_DPI)
