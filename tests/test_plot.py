@@ -128,6 +128,19 @@ def test_nan_values_stay_where_they_were_logged_and_values_without_an_iteration_
     assert everything.chart.left_out == 14 and len(everything.figure.axes) == 19
 
 
+def test_auto_draws_over_epochs_when_iterations_would_leave_the_validation_out(tmp_path, capsys):
+    # MXNet's Speedometer lines carry the batch and the epoch; "Validation-accuracy" only the epoch
+    log = real_logs("mxnet") / "tornadomeet-resnet164-cifar10.log"
+    metrics = trainvisor.replay(log).metrics
+    done = trainvisor.plot(log, tmp_path / "auto.png", metrics=["accuracy"])
+    assert (done.chart.x, done.chart.left_out) == ("epoch", 0)
+    assert_same_lines(drawn(done.figure), {"accuracy": {
+        label("accuracy", phase): series(metrics, "accuracy", phase, x="epoch") for phase in ("train", "val")}})
+    main(["plot", str(log), "-o", str(tmp_path / "it.png"), "--metric", "accuracy", "--x", "iteration"])
+    assert capsys.readouterr().err == (f"wrote {tmp_path / 'it.png'}: 1 panel, 1 line, x = iteration\n"
+                                       "trainvisor: 300 values without an iteration left out\n")
+
+
 def test_caffe_charts_hold_the_points_plot_training_log_draws(tmp_path, plotting, monkeypatch):
     """plot_training_log.py's charts 0, 2, 4, 6 (test accuracy, test loss, learning rate, train loss
     vs. iterations), drawn from Caffe's own parse_log.sh tables, have the points of our lines."""
@@ -264,7 +277,7 @@ def test_an_axis_or_a_metric_the_log_lacks_is_one_line(tmp_path, capsys):
 def test_metric_names_a_family_and_epoch_is_the_x_on_request(tmp_path, capsys):
     hf = real_logs("huggingface") / "eshaubale-hf-trainer-padded.log"
     main(["plot", str(hf), "-o", str(tmp_path / "loss.png"), "--metric", "loss", "--x", "epoch"])
-    assert capsys.readouterr().err == f"wrote {tmp_path / 'loss.png'}: 1 panels, 3 lines, x = epoch\n"
+    assert capsys.readouterr().err == f"wrote {tmp_path / 'loss.png'}: 1 panel, 3 lines, x = epoch\n"
     done = trainvisor.plot(hf, tmp_path / "loss.png", metrics=["loss"], x="epoch")
     metrics = trainvisor.replay(hf).metrics
     assert_same_lines(drawn(done.figure), {"loss": {

@@ -31,9 +31,13 @@ def plot(flag_values: dict[str, Any], out: str, x: str, metrics: tuple[str, ...]
     from ..plotting import plot as draw
 
     done = draw(source, out, x=x, metrics=metrics, running=running, title=title, **_parsing(flag_values))
+    panels = len(done.chart.panels)
     lines = sum(len(panel.series) for panel in done.chart.panels)
-    click.echo(f"wrote {done.out}: {len(done.chart.panels)} panels, {lines} lines, x = {done.chart.x}", err=True)
+    click.echo(f"wrote {done.out}: {_count(panels, 'panel')}, {_count(lines, 'line')}, x = {done.chart.x}", err=True)
     if done.chart.left_out:
-        other = "epoch" if done.chart.x == "iteration" else "iteration"
-        click.echo(f"trainvisor: {done.chart.left_out} values without an {done.chart.x} left out "
-                   f"(--x {other} draws them)", err=True)
+        # said, not hidden: these values were logged, but not at any point of this x axis
+        click.echo(f"trainvisor: {_count(done.chart.left_out, 'value')} without an {done.chart.x} left out", err=True)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"

@@ -51,7 +51,7 @@ def build_figure(chart: Chart, *, title: str = "") -> "Figure":
     from matplotlib.figure import Figure
 
     count = len(chart.panels)
-    cols = 1 if count == 1 else 2 if count <= 8 else 3
+    cols = 1 if count == 1 else 2 if count <= 8 else 3 if count <= 24 else 4
     rows = math.ceil(count / cols)
     fig = Figure(figsize=(_PANEL_INCHES[0] * cols, _PANEL_INCHES[1] * rows), dpi=_DPI, layout="constrained")
     FigureCanvasAgg(fig)

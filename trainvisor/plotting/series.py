@@ -14,10 +14,11 @@ that repeats iterations draws back, as the log did), and NaN or infinite values 
 data: matplotlib leaves a gap there, so a diverged loss shows as the line ending, not as a
 silently dropped point.
 
-The **x axis** is the iteration, else the epoch: with ``x="auto"`` the iteration when any
-value to plot has one (Caffe, detectron2, mmdetection, the Hugging Face Trainer), else the
-epoch (Keras without step lines). A value without the chosen x is left out and counted
-(`Chart.left_out`), never placed somewhere it was not logged.
+The **x axis** is the iteration, else the epoch: with ``x="auto"`` the iteration, unless the
+epoch leaves fewer values out (Caffe, detectron2, mmdetection, the Hugging Face Trainer draw
+over iterations; Keras without step lines, and MXNet, whose validation lines carry only an
+epoch, over epochs). A value without the chosen x is left out and counted (`Chart.left_out`),
+never placed somewhere it was not logged.
 
 **Running values** (a progress bar's live postfix, Keras step lines: `Metric.running`) are
 left out unless asked for; then they are lines of their own (``running`` in the label).
@@ -31,9 +32,13 @@ from ..errors import ConfigError, TrainvisorError
 from ..events import Metric
 from ..parsers.common import split_phase
 
-__all__ = ["Point", "Series", "Panel", "Chart", "NothingToPlot", "X_AXES", "family_of", "build_chart"]
+__all__ = ["Point", "Series", "Panel", "Chart", "NothingToPlot", "X_AXES", "MAX_PANELS", "family_of", "build_chart"]
 
 X_AXES = ("auto", "iteration", "epoch")
+# 16 rows of 4 panels: a figure 5,760 pixels tall (DETR's log has 59 families: its losses and
+# each decoder layer's). More (a detection log's per-class APs) is no figure anyone reads, and
+# grows towards what the Agg renderer can draw: choose with --metric instead.
+MAX_PANELS = 64
 
 
 class NothingToPlot(TrainvisorError):
@@ -129,7 +134,12 @@ def build_chart(points: Sequence[Point], *, x: str = "auto", metrics: Sequence[s
         ys.append(metric.value)
     if not lines:
         raise NothingToPlot(f"no value to plot has an {axis}; try --x {'epoch' if axis == 'iteration' else 'iteration'}")
-    return Chart(axis, _panels(lines), left_out)
+    panels = _panels(lines)
+    if len(panels) > MAX_PANELS:
+        names = ", ".join(p.family for p in panels[:5])
+        raise ConfigError(f"{len(panels)} metric families are too many for one figure (at most {MAX_PANELS}): "
+                          f"choose with --metric NAME (there are {names} ...)")
+    return Chart(axis, panels, left_out)
 
 
 def _empty_reason(points: Sequence[Point]) -> str:
@@ -153,7 +163,9 @@ def _selected(points: list[Point], metrics: Sequence[str]) -> list[Point]:
 def _axis(points: list[Point], x: str) -> str:
     if x != "auto":
         return x
-    return "iteration" if any(p.metric.iteration is not None for p in points) else "epoch"
+    no_iteration = sum(p.metric.iteration is None for p in points)
+    no_epoch = sum(p.metric.epoch is None for p in points)
+    return "epoch" if no_epoch < no_iteration else "iteration"
 
 
 def _panels(lines: dict[tuple, tuple[list[float], list[float]]]) -> tuple[Panel, ...]:
