@@ -171,7 +171,7 @@ def test_the_command_writes_a_png_that_opens_with_a_panel_per_family(tmp_path):
     from matplotlib.image import imread
 
     log = real_logs("caffe") / "bearpaw-fork-mnist.log"
-    out = tmp_path / "mnist.png"
+    out = tmp_path / "figures" / "mnist.png"  # its folder is made, as a metrics file's is
     done = subprocess.run(TRAINVISOR + ["plot", str(log), "-o", str(out)], env=plot_env(tmp_path),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

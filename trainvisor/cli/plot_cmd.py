@@ -16,7 +16,7 @@ __all__ = ["plot"]
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False),
               help="The image to write; its suffix names the format: .png, .svg or .pdf.")
 @click.option("--x", "x", type=click.Choice(["auto", "iteration", "epoch"]), default="auto", show_default=True,
-              help="The x axis: the iteration, or the epoch (auto: the iteration when the values have one).")
+              help="The x axis: the iteration or the epoch (auto: the iteration, unless the epoch leaves fewer values out).")
 @click.option("--metric", "metrics", multiple=True, metavar="NAME",
               help="Draw only this metric or family (repeatable): loss draws loss, val_loss, train_loss.")
 @click.option("--running", is_flag=True, help="Draw running values (progress-bar states) too, as their own lines.")

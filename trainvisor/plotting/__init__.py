@@ -55,7 +55,7 @@ def plot(
     """Draw `source` (RUN_DIR, a metrics.jsonl, or a training log, parsed first with the parsing
     options, `trainvisor.replay`'s) into `out` (.png, .svg or .pdf).
 
-    `x`: ``iteration``, ``epoch`` or ``auto`` (the iteration when the values have one);
+    `x`: ``iteration``, ``epoch`` or ``auto`` (the iteration, unless the epoch leaves fewer values out);
     `metrics`: only these names or families; `running`: progress-bar values too, as their own
     lines. NothingToPlot when the source holds no value to draw; ConfigError for a bad option,
     output suffix or source; both one line."""

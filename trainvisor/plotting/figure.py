@@ -72,5 +72,9 @@ def build_figure(chart: Chart, *, title: str = "") -> "Figure":
 
 
 def save_figure(fig: "Figure", out: "str | os.PathLike[str]") -> None:
-    """Write `fig` to `out` in the format its suffix names."""
+    """Write `fig` to `out` in the format its suffix names; its folder is made when missing, as
+    the metrics file's is (a run's output folder need not exist before the run)."""
+    parent = os.path.dirname(os.fspath(out))
+    if parent:
+        os.makedirs(parent, exist_ok=True)
     fig.savefig(os.fspath(out), format=output_format(out), dpi=_DPI)
