@@ -207,6 +207,7 @@ def test_a_run_directory_draws_each_attempt_from_its_metrics_jsonl(tmp_path):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     done = trainvisor.plot(run_dir, tmp_path / "run.png")
     assert done.source.kind == "run" and done.source.path == str(run_dir / "metrics.jsonl")
+    assert done.figure.get_suptitle() == "run"  # the source's name, unless --title says otherwise
     got = drawn(done.figure)
     assert list(got["loss"]) == ["loss test net 0 attempt 1", "loss train attempt 1",
                                  "loss test net 0 attempt 2", "loss train attempt 2"]
@@ -224,7 +225,8 @@ def test_a_metrics_jsonl_draws_what_its_log_draws_and_a_cut_last_record_is_left_
     jsonl = tmp_path / "metrics.jsonl"
     trainvisor.replay(log, metrics=jsonl, keep_events=False)
     from_log = trainvisor.plot(log, tmp_path / "log.png")
-    from_jsonl = trainvisor.plot(jsonl, tmp_path / "jsonl.png")
+    from_jsonl = trainvisor.plot(jsonl, tmp_path / "jsonl.png", title="faster r-cnn")
+    assert from_jsonl.figure.get_suptitle() == "faster r-cnn"
     assert (from_log.source.kind, from_jsonl.source.kind) == ("log", "jsonl")
     assert_same_lines(drawn(from_jsonl.figure), drawn(from_log.figure))
     text = jsonl.read_text()
