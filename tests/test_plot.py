@@ -111,6 +111,18 @@ def test_each_line_is_one_metric_of_the_log_as_replay_parses_it(log_name, tmp_pa
     assert (tmp_path / "out.png").stat().st_size > 0
 
 
+@pytest.mark.parametrize("name, family", [
+    ("loss", "loss"), ("val_loss", "loss"), ("train_loss", "loss"), ("eval/accuracy", "accuracy"),
+    ("acc/train", "acc"), ("Dev F1-macro", "F1-macro"), ("test-acc", "acc"),
+    # a component, a sum, an output of a layer, a threshold: panels of their own (their own scale)
+    ("loss_cls", "loss_cls"), ("total_loss", "total_loss"), ("loss1/loss", "loss1/loss"),
+    ("bbox_mAP_50", "bbox_mAP_50"), ("training", "training")])
+def test_a_family_is_the_name_without_its_phase_word(name, family):
+    from trainvisor.plotting.series import family_of
+
+    assert family_of(name) == family
+
+
 def test_nan_values_stay_where_they_were_logged_and_values_without_an_iteration_are_counted(tmp_path):
     # darknet prints "Region 16 Avg IOU: -nan" on 2,868 lines; the first region lines come before
     # any iteration line: 7 values of each of the two regions have no iteration.
