@@ -7,6 +7,7 @@ back up its checkpoints.
     from trainvisor import replay, upload           # the other commands, as calls
     events = replay("train.log", parser="caffe").events
     report = upload(["snapshots/"], to="s3://bucket/prefix")
+    plot("runs/exp1", "exp1.png")                   # needs matplotlib: the `plot` extra
 
 Names are imported on first use, so `import trainvisor` stays cheap: a supervised run must not
 pay for the parsers, the uploaders or psutil before it needs them.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .stream.pipeline import Pipeline
     from .calls.logs import Replayed, parse_tables, replay
     from .calls.uploads import UploadReport, upload
+    from .plotting import Plotted, plot
     from .sinks.registry import available_sinks, register_sink
     from .run import Run, RunSummary
     from .run.live import RunResult, supervise
@@ -55,6 +57,8 @@ _EXPORTS = {
     "parse_tables": "calls.logs",
     "upload": "calls.uploads",
     "UploadReport": "calls.uploads",
+    "plot": "plotting",
+    "Plotted": "plotting",
     "register_sink": "sinks.registry",
     "available_sinks": "sinks.registry",
     "Run": "run",

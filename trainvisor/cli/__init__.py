@@ -28,6 +28,7 @@ COMMANDS = {
     "replay": ("log_cmds", "replay", "Parse a saved LOG through the same pipeline as a live run."),
     "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
+    "plot": ("plot_cmd", "plot", "Draw a run's metrics (RUN_DIR, metrics.jsonl or LOG) into a PNG, SVG or PDF."),
     "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
 }
 
