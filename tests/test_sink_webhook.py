@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import trainvisor
+from trainvisor import Run, RunConfig
+from trainvisor.config import ParsingConfig, RunDirConfig, SinksConfig
 from trainvisor.errors import ConfigError
 from trainvisor.events import Metric, Notice
 from trainvisor.sinks.registry import get_sink_info, make_sink
@@ -39,6 +41,7 @@ class Receiver:
         self.sizes: list[int] = []
         self.auth: list[str] = []
         self.status = 200
+        self.retry_after = ""  # a Retry-After header sent with a refusal
         self.refused = 0  # answers other than 2xx
         self._server = self._thread = None
         self.port = 0
@@ -61,6 +64,8 @@ class Receiver:
                 else:
                     owner.refused += 1
                 self.send_response(owner.status)
+                if owner.retry_after and owner.status != 200:
+                    self.send_header("Retry-After", owner.retry_after)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -200,6 +205,24 @@ def test_a_receiver_down_for_a_while_loses_nothing_within_the_queue_and_counts_e
     assert c.requests == len(receiver.bodies)
 
 
+def test_a_retry_after_is_waited_and_the_retried_request_is_the_same_batch(receiver):
+    events = _events("caffe", "bearpaw-fork-mnist.log")
+    clock = Clock()
+    sink = _sink(receiver, clock, batch_seconds=0, backoff=1.0, backoff_max=30.0)
+    receiver.status, receiver.retry_after = 429, "7"
+    sink.write(events[:10])
+    receiver.status = 200
+    clock.now += 6.5
+    sink.flush()  # the receiver asked for 7 seconds: not yet
+    assert receiver.bodies == [] and receiver.refused == 1
+    clock.now += 0.5
+    sink.flush()
+    assert [b["batch"] for b in receiver.bodies] == [1]  # the retried request keeps its number
+    assert receiver.items("metrics") == [e.to_json_dict() for e in events[:10] if type(e) is Metric]
+    sink.close()
+    assert sink.stats().retries == 1
+
+
 def test_a_batch_over_max_bytes_goes_as_several_requests_none_over_it_no_record_cut(receiver):
     events = [e for _ in range(5) for e in _events("keras", "esartic-sound-cnn-30ep.log")]
     clock = Clock()
@@ -284,3 +307,26 @@ def test_trainvisor_run_posts_the_runs_records_to_the_configured_url(receiver, t
     assert [s["stages"]["validation"]["accuracy"] for s in receiver.items("statistics")] == [r["value"] for r in tests]
     assert set(receiver.auth) == {f"Bearer {TOKEN}"}
     assert re.search(rf"sink webhook\s+{len(records)} written\n", proc.stderr), proc.stderr[-600:]
+
+
+def test_a_receiver_down_for_the_whole_run_never_stops_the_training_and_the_summary_counts_the_loss(receiver, tmp_path):
+    url = receiver.url
+    receiver.down()
+    config = RunConfig(
+        command=(sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots"),
+        parsing=ParsingConfig(parser="caffe", year=2026), run=RunDirConfig(dir=str(tmp_path / "run")),
+        sinks=SinksConfig(use=("webhook",), options={"webhook": {"url": url, "backoff": 0.0, "retries": 2,
+                                                                 "queue": 60, "batch_seconds": 0.0}}))
+    with Run(config, stdout_fd=None, stderr_fd=None) as run:
+        run.run_attempt()
+        summary = run.finish()
+    records = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert summary.exit_code == 0
+    (c,) = [c for c in summary.sinks if c.name == "webhook"]
+    assert (c.written, c.dropped + c.failed) == (0, len(records))  # every record accounted for, none sent
+    # what the queue of 60 held, given up at the end: 58 records and the statistics of the two
+    # epochs they close (the tests at iterations 0 and 150; the one at 300 is the 57th record's)
+    tests = {r["iteration"] for r in map(json.loads, records[:58]) if r.get("phase") == "test"}
+    assert tests == {0, 150, 300} and c.failed == 58 and not c.abandoned
+    log = "".join(p.read_text() for p in (tmp_path / "run").glob("*.log"))
+    assert f"webhook {url}: no answer" in log and "undelivered at the end of the run" in log
