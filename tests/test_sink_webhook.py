@@ -8,6 +8,7 @@ Backoff waits run on an injected clock: no test sleeps."""
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 import os
@@ -15,9 +16,12 @@ import re
 import subprocess
 import sys
 import threading
+from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import trainvisor
 from trainvisor import Run, RunConfig
@@ -26,6 +30,7 @@ from trainvisor.errors import ConfigError
 from trainvisor.events import Metric, Notice
 from trainvisor.sinks.registry import get_sink_info, make_sink
 from trainvisor.sinks.webhook import WebhookSink
+from trainvisor.sinks.webhook_batch import KINDS, EpochStatistics, encode, pack
 
 from .conftest import FAKE_CAFFE, ROOT, real_logs
 
@@ -115,7 +120,9 @@ def _sink(receiver: Receiver, clock: Clock, **options) -> WebhookSink:
     return WebhookSink(receiver.url, clock=clock, sleep=clock.sleep, **options)
 
 
+@functools.lru_cache(maxsize=None)
 def _events(framework: str, log: str) -> tuple:
+    """A real log's records, replayed once per session (its wall times then agree between uses)."""
     return trainvisor.replay(real_logs(framework) / log, year=2015).events
 
 
@@ -147,7 +154,8 @@ def test_keras_records_and_epoch_statistics_equal_the_log(receiver):
     assert [b["batch"] for b in receiver.bodies] == list(range(1, len(receiver.bodies) + 1))
     assert {b["run_id"] for b in receiver.bodies} == {"fold-cv"}
     c = sink.stats()
-    assert (c.requests, c.delivered, c.statistics, c.dropped, c.failed, c.held) == (len(receiver.bodies), 1200, 300, 0, 0, 0)
+    counted = (c.requests, c.delivered, c.statistics, c.dropped, c.failed, c.held)
+    assert counted == (len(receiver.bodies), 1200, 300, 0, 0, 0)
     assert 1 < c.requests < len(events) / 7  # batched: every 2 seconds of writes, not once per write
 
 
@@ -237,6 +245,38 @@ def test_a_batch_over_max_bytes_goes_as_several_requests_none_over_it_no_record_
     assert receiver.items("events") == []
     c = sink.stats()
     assert (c.too_large, c.failed, c.delivered) == (1, 1, 6000)
+
+
+@settings(max_examples=40, deadline=None)
+@given(max_bytes=st.integers(min_value=400, max_value=20_000), run_id=st.sampled_from(["", "run-ä/7"]))
+def test_packing_takes_a_prefix_within_max_bytes_and_cuts_no_record(max_bytes, run_id):
+    items = deque(_bearpaw_items())
+    sent: dict = {k: [] for k in KINDS}
+    batch = 1
+    while items:
+        body, taken = pack(items, batch=batch, max_bytes=max_bytes, run_id=run_id)
+        assert len(body) <= max_bytes and sum(taken.values()) >= 1
+        doc = json.loads(body)
+        assert doc["batch"] == batch and doc.get("run_id", "") == run_id
+        for _ in range(sum(taken.values())):
+            item = items.popleft()
+            sent[item.kind].append(json.loads(item.data))
+        for k in KINDS:
+            assert doc[k] == sent[k][len(sent[k]) - taken[k]:]  # what was taken, whole, in order
+        batch += 1
+    assert sent["metrics"] == [e.to_json_dict() for e in _events("caffe", "bearpaw-fork-mnist.log") if type(e) is Metric]
+
+
+def _bearpaw_items() -> list:
+    stats = EpochStatistics()
+    out = []
+    for e in _events("caffe", "bearpaw-fork-mnist.log"):
+        if type(e) is Metric:
+            out += [encode("statistics", s) for s in stats.add(e)]
+            out.append(encode("metrics", e.to_json_dict()))
+        else:
+            out.append(encode("events", e.to_json_dict()))
+    return out + [encode("statistics", s) for s in stats.finish()]
 
 
 def test_bearer_token_from_the_environment_and_from_a_credentials_file_never_logged(receiver, tmp_path, caplog):
