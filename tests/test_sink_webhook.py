@@ -330,7 +330,8 @@ def test_bad_options_are_one_line_config_errors(options, says):
 
 def test_trainvisor_run_posts_the_runs_records_to_the_configured_url(receiver, tmp_path):
     cfg = tmp_path / "run.yaml"
-    cfg.write_text(f"sinks:\n  use: [webhook]\n  options:\n    webhook: {{url: '{receiver.url}', token_env: HOOK_T}}\n")
+    url = receiver.url.replace("//", "//hook:pw-secret@")  # the bearer token wins over the URL's pair
+    cfg.write_text(f"sinks:\n  use: [webhook]\n  options:\n    webhook: {{url: '{url}', token_env: HOOK_T}}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR") and "proxy" not in k.lower()}
     env.update(PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8", TRAINVISOR_OFFLINE="1", HOOK_T=TOKEN, COLUMNS="120")
     proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--config", str(cfg), "--summary",
@@ -347,6 +348,9 @@ def test_trainvisor_run_posts_the_runs_records_to_the_configured_url(receiver, t
     assert [s["stages"]["validation"]["accuracy"] for s in receiver.items("statistics")] == [r["value"] for r in tests]
     assert set(receiver.auth) == {f"Bearer {TOKEN}"}
     assert re.search(rf"sink webhook\s+{len(records)} written\n", proc.stderr), proc.stderr[-600:]
+    shown = proc.stdout + proc.stderr + "".join(p.read_text() for p in (tmp_path / "run").glob("*.*")
+                                                if p.suffix in (".log", ".yaml"))
+    assert "hook:***@127.0.0.1" in shown and "pw-secret" not in shown and TOKEN not in shown
 
 
 def test_a_receiver_down_for_the_whole_run_never_stops_the_training_and_the_summary_counts_the_loss(receiver, tmp_path):
