@@ -7,10 +7,12 @@ credentials file, never in a message; a real `trainvisor run --sink webhook` ove
 Backoff waits run on an injected clock: no test sleeps."""
 from __future__ import annotations
 
+import ast
 import csv
 import functools
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -177,6 +179,26 @@ def test_caffe_statistics_end_an_epoch_at_each_test_and_equal_the_reference_tabl
             assert s["stages"]["train"]["loss"] == float(shown["loss"])
     assert receiver.items("metrics") == [e.to_json_dict() for e in events if type(e) is Metric]
     assert len(receiver.items("events")) == 20  # the snapshots the log announces
+
+
+def test_trainer_fractional_epochs_count_towards_the_epoch_in_progress(receiver):
+    events = _events("huggingface", "eshaubale-hf-trainer-padded.log")
+    sink = _sink(receiver, Clock(), batch_seconds=0)
+    sink.write(events)
+    sink.close()
+    want: list = []  # (epoch, last train loss, eval loss) per run of dict lines in one epoch
+    for line in (real_logs("huggingface") / "eshaubale-hf-trainer-padded.log").read_text().splitlines():
+        if not line.startswith("{'") or "'epoch'" not in line:
+            continue
+        d = ast.literal_eval(line.strip())
+        epoch = math.ceil(d["epoch"])  # 0.22 ... 0.86 and the evaluation at 1.0: the first epoch
+        if not want or want[-1][0] != epoch:
+            want.append([epoch, None, None])
+        want[-1][1] = d.get("loss", want[-1][1])
+        want[-1][2] = d.get("eval_loss", want[-1][2])
+    got = [[s["epoch"], s["stages"].get("train", {}).get("loss"), s["stages"].get("validation", {}).get("loss")]
+           for s in receiver.items("statistics")]
+    assert got == want and [w[0] for w in want[:4]] == [1, 2, 3, 1]  # two trainings in the log
 
 
 def test_a_receiver_down_for_a_while_loses_nothing_within_the_queue_and_counts_exactly_what_exceeded_it(receiver):
