@@ -210,8 +210,8 @@ def to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:
         if is_dataclass(value):
             out[f.name] = to_dict(value, mask_secrets=mask_secrets)
         elif isinstance(value, Mapping):
-            out[f.name] = {k: _masked(_unfrozen(v), mask_secrets and (is_secret(f) or bool(_SECRET_NAME.search(k))))
-                           for k, v in value.items()}
+            out[f.name] = {k: _masked(_unfrozen(v), mask_secrets and (is_secret(f) or bool(_SECRET_NAME.search(k))),
+                                      mask_secrets) for k, v in value.items()}
         elif isinstance(value, tuple):
             out[f.name] = list(value)
         elif isinstance(value, str) and mask_secrets:
@@ -221,10 +221,13 @@ def to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:
     return out
 
 
-def _masked(value: Any, secret: bool) -> Any:
+def _masked(value: Any, secret: bool, mask: bool = True) -> Any:
     if isinstance(value, dict):  # a plug-in's options: its secret-named keys masked, the rest shown
-        return {k: _masked(v, secret or bool(_SECRET_NAME.search(k))) for k, v in value.items()}
-    return MASK if secret else value
+        return {k: _masked(v, secret or (mask and bool(_SECRET_NAME.search(k))), mask) for k, v in value.items()}
+    if secret:
+        return MASK
+    # a URL's password too (a webhook's `url: https://user:pw@host/...`), as for the config's own URLs
+    return mask_url(value) if mask and isinstance(value, str) else value
 
 
 def _unfrozen(value: Any) -> Any:

@@ -100,7 +100,7 @@ def make_sink(name: str, options: Mapping[str, Any], context: Optional["SinkCont
     except ConfigError as exc:  # the factory's own words, said once, after the sink's name
         raise ConfigError(f"sink {name!r}: {_without_name(str(exc), name)}") from exc
     except Exception as exc:  # a bad option or a failing constructor: the user's to fix, before the child starts
-        raise ConfigError(f"sink {name!r}: cannot be made with options {_plain(options)!r}: "
+        raise ConfigError(f"sink {name!r}: cannot be made with options {_shown(_plain(options))!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
     check_sink(sink, name)
     return info, sink
@@ -170,6 +170,17 @@ def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
         return [thaw(x) for x in v] if isinstance(v, tuple) else v
 
     return {str(k): thaw(v) for k, v in options.items()}
+
+
+def _shown(options: Any) -> Any:
+    """Options as an error may print them: the password of a URL among them masked (a webhook's)."""
+    from ..secrets import mask_url
+
+    if isinstance(options, dict):
+        return {k: _shown(v) for k, v in options.items()}
+    if isinstance(options, list):
+        return [_shown(v) for v in options]
+    return mask_url(options) if isinstance(options, str) else options
 
 
 def _first_line(obj: object) -> str:
@@ -242,3 +253,17 @@ def _phase_csv(dir: str = "") -> object:
 
 register_sink("tensorboard", _tensorboard)  # its own thread: the writer's import and I/O stay off the pipeline
 register_sink("csv", _phase_csv, inline=True)
+
+
+# -- webhook (issue 20) ----------------------------------------------------------------------------
+
+def _webhook(url: str = "", **options: Any) -> object:
+    """Batched JSON POSTs to URL: raw records and epoch statistics (ABEJA's shape), retried."""
+    if not url:
+        raise ConfigError("sink 'webhook' needs option `url` (sinks.options.webhook.url)")
+    from .webhook import WebhookSink
+
+    return WebhookSink(url, **options)
+
+
+register_sink("webhook", _webhook)  # its own thread: a request may wait seconds for the receiver

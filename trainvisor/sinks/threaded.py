@@ -145,8 +145,16 @@ class ThreadedSink:
                   "unwritten", self.name, self._deadline.timeout, lost)
 
     def counts(self) -> SinkCounts:
+        """Its records written, dropped and failed. A sink that holds records of its own after its
+        `write` returned (the webhook's queue while the receiver is down) says what became of them
+        through `delivery()` (a SinkCounts): its written replace the queue's, its losses add up."""
+        own = getattr(self.sink, "delivery", None)
+        inner = own() if callable(own) else None
         with self._lock:
-            return SinkCounts(self.name, self.written, self.dropped, self.failed, True, self.abandoned)
+            if inner is None:
+                return SinkCounts(self.name, self.written, self.dropped, self.failed, True, self.abandoned)
+            return SinkCounts(self.name, inner.written, self.dropped + inner.dropped, self.failed + inner.failed,
+                              True, self.abandoned)
 
     # -- the sink's own thread ------------------------------------------------------------------
     def _start(self) -> None:

@@ -23,19 +23,22 @@ CREDENTIAL_KEYS = frozenset({
     "QINIU_ACCESS_KEY", "QINIU_SECRET_KEY", "QINIU_UP_HOST", "QINIU_RS_HOST", "QINIU_REGION",
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
     "AWS_DEFAULT_REGION", "AWS_REGION",
+    "TRAINVISOR_WEBHOOK_TOKEN",  # the webhook sink's bearer token (sinks/webhook.py): one file serves both
 })
 
 
-def read_credentials_file(path: str | os.PathLike) -> dict[str, str]:
+def read_credentials_file(path: str | os.PathLike, *, keys: frozenset = CREDENTIAL_KEYS,
+                          setting: str = "upload.credentials") -> dict[str, str]:
     """The ``KEY=value`` lines of `path` (blank lines, ``#`` comments and a leading ``export``
-    allowed; a value may be quoted). Only the names in `CREDENTIAL_KEYS` are accepted, so a
-    typo is an error at start, not an upload that fails an hour later for want of a key."""
+    allowed; a value may be quoted). Only the names in `keys` are accepted, so a
+    typo is an error at start, not an upload that fails an hour later for want of a key.
+    `setting`: the option that named the file, for the error that cannot read it."""
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ConfigError(f"upload.credentials: cannot read {path}: {reason}") from None
+        raise ConfigError(f"{setting}: cannot read {path}: {reason}") from None
     values: dict[str, str] = {}
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -48,8 +51,8 @@ def read_credentials_file(path: str | os.PathLike) -> dict[str, str]:
         where = f"{path}:{number}"
         if not sep:
             raise ConfigError(f"{where}: expected KEY=value")  # the line may be a secret: not shown
-        if key not in CREDENTIAL_KEYS:
-            raise ConfigError(f"{where}: unknown key {key[:40]!r} (known: {', '.join(sorted(CREDENTIAL_KEYS))})")
+        if key not in keys:
+            raise ConfigError(f"{where}: unknown key {key[:40]!r} (known: {', '.join(sorted(keys))})")
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
