@@ -1,4 +1,4 @@
-"""Shortcut flags: `--tensorboard DIR`, `--prometheus-port PORT`, `--csv DIR` add their sink to
+"""Shortcut flags: `--tensorboard DIR`, `--prometheus-port PORT`, `--csv DIR`, `--webhook URL` add their sink to
 what the config file names (never replace it) and set one option over the file's own; a real run
 with all three writes what each sink writes."""
 from __future__ import annotations
@@ -27,13 +27,16 @@ def test_shortcuts_add_to_the_files_sinks_and_keep_its_options(tmp_path):
     cfg = tmp_path / "run.yaml"
     cfg.write_text("sinks:\n  use: [caffe-csv]\n  options:\n    prometheus: {labels: {team: vision}, port: 9000}\n")
     proc = subprocess.run(TRAINVISOR + ["config", "show", "--config", str(cfg), "--prometheus-port", "9100",
-                                        "--tensorboard", "tb", "--csv", "tables", "--", "echo"],
+                                        "--tensorboard", "tb", "--csv", "tables", "--webhook",
+                                        "http://u:secret@127.0.0.1:9/hook", "--", "echo"],
                           capture_output=True, text=True, env=_env(), timeout=60)
     assert proc.returncode == 0, proc.stderr
     sinks = yaml.safe_load(proc.stdout)["sinks"]
-    assert sinks["use"] == ["caffe-csv", "tensorboard", "prometheus", "csv"]
+    assert sinks["use"] == ["caffe-csv", "tensorboard", "prometheus", "csv", "webhook"]
     assert sinks["options"] == {"prometheus": {"labels": {"team": "vision"}, "port": 9100},
-                                "tensorboard": {"dir": "tb"}, "csv": {"dir": "tables"}}
+                                "tensorboard": {"dir": "tb"}, "csv": {"dir": "tables"},
+                                "webhook": {"url": "http://u:***@127.0.0.1:9/hook"}}  # the password masked
+    assert "secret" not in proc.stdout
 
 
 def test_a_bad_port_is_clicks_one_line_error_and_nothing_runs(tmp_path):

@@ -38,6 +38,9 @@ SINK_SHORTCUTS = (
                  "(0: a free port, logged; sink prometheus; needs trainvisor[prometheus])."),
     SinkShortcut("--csv", "csv", "dir", "DIR", click.STRING,
                  "One CSV file per phase in DIR: train.csv, val.csv, test.csv (sink csv)."),
+    SinkShortcut("--webhook", "webhook", "url", "URL", click.STRING,
+                 "POST the records and per-epoch statistics as batched JSON to URL (sink webhook; "
+                 "a bearer token from $TRAINVISOR_WEBHOOK_TOKEN or --credentials)."),
 )
 
 

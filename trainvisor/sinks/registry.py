@@ -257,12 +257,17 @@ register_sink("csv", _phase_csv, inline=True)
 
 # -- webhook (issue 20) ----------------------------------------------------------------------------
 
-def _webhook(url: str = "", **options: Any) -> object:
+def _webhook(url: str = "", context: Optional["SinkContext"] = None, **options: Any) -> object:
     """Batched JSON POSTs to URL: raw records and epoch statistics (ABEJA's shape), retried."""
     if not url:
-        raise ConfigError("sink 'webhook' needs option `url` (sinks.options.webhook.url)")
+        raise ConfigError("needs option `url` (sinks.options.webhook.url, or --webhook URL)")
     from .webhook import WebhookSink
 
+    if context is not None and not options.get("run_id"):  # the receiver can tell runs apart
+        options["run_id"] = context.run_id
+    upload = getattr(context.config, "upload", None) if context is not None else None
+    if upload is not None and upload.credentials and "credentials" not in options:
+        options["credentials"] = upload.credentials  # the run's credentials file (--credentials)
     return WebhookSink(url, **options)
 
 
