@@ -232,3 +232,23 @@ def test_the_config_accepts_exactly_the_supervisors_death_choices():
     assert ProcessConfig(on_supervisor_death="keep").on_supervisor_death == "keep"
     with pytest.raises(ConfigError, match="process.on_supervisor_death: must be one of term, keep"):
         ProcessConfig(on_supervisor_death="stop")
+
+
+def test_a_config_or_rules_file_over_the_size_limit_is_one_line(tmp_path):
+    # A 50 MB config file was read for 23 s (215 MB); a larger-than-sane file is refused at once.
+    from trainvisor.config import RunConfig
+    from trainvisor.defaults import SETTINGS_FILE_LIMIT
+    from trainvisor.errors import ConfigError, ParserError
+    from trainvisor.parsers.rules import load_rules
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"# padding\n" * (SETTINGS_FILE_LIMIT // 10 + 1))
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_file(str(big))
+    assert str(err.value) == f"config file {big}: larger than 1 MiB; a configuration is a few keys (is this the right file?)"
+    with pytest.raises(ParserError) as err:
+        load_rules(str(big))
+    assert str(err.value) == f"{big}: larger than 1 MiB; a rules file is a few rules (is this the right file?)"
+    ok = tmp_path / "ok.yaml"
+    ok.write_bytes(b"# padding\n" * (SETTINGS_FILE_LIMIT // 10 - 10) + b"parsing: {parser: caffe}\n")
+    assert RunConfig.from_file(str(ok)).parsing.parser == "caffe"  # just under the limit: read

@@ -49,3 +49,49 @@ def test_library_warnings_go_to_the_run_log_not_to_stderr(tmp_path):
 def test_without_a_run_directory_library_warnings_are_silent():
     out = _script()
     assert out.returncode == 0 and out.stderr == "after close\n", out.stderr
+
+
+FULL_DISK_LAUNCHER = """
+import errno, sys
+from trainvisor.sinks.registry import register_sink
+
+
+class FullDisk:
+    name = "full"
+    inline = True
+
+    def write(self, events):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
+register_sink("full", FullDisk, inline=True)
+from trainvisor.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_failing_sink_is_one_line_on_stderr_and_its_traceback_is_in_the_run_log(tmp_path):
+    import subprocess
+    import sys
+
+    from .conftest import FAKE_CAFFE, FIXTURES, ROOT
+
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(FULL_DISK_LAUNCHER)
+    proc = subprocess.run([sys.executable, str(launcher), "run", "--sink", "full", "--run-dir", str(tmp_path / "run"),
+                           "--year", "2026", "--", sys.executable, str(FAKE_CAFFE),
+                           str(FIXTURES / "logs" / "lenet-newyear.log"), "--no-snapshots", "--stdout"],
+                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr  # the training is not stopped by a failing sink
+    ours = [line for line in proc.stderr.splitlines() if "full" in line and line.startswith("trainvisor:")]
+    assert ours == ["trainvisor: sink full failed: OSError: [Errno 28] No space left on device "
+                    "(traceback in the run log)"]
+    assert "Traceback" not in proc.stderr
+    run_log = (tmp_path / "run" / "train.log").read_text()
+    assert "Traceback (most recent call last)" in run_log and "OSError: [Errno 28] No space left on device" in run_log

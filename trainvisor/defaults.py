@@ -26,3 +26,4 @@ DRAIN_TIMEOUT = 600.0           # upload.drain_timeout: seconds the run waits fo
 RUNS_ROOT = "trainvisor-runs"   # run.root: where run directories are made
 SINK_QUEUE = 10000              # sinks.queue: records a threaded sink may hold unwritten
 SINK_CLOSE_TIMEOUT = 5.0        # sinks.close_timeout: seconds the threaded sinks get, together, at the end
+SETTINGS_FILE_LIMIT = 1 << 20   # bytes a config or rules file may have: a larger one is an error, not minutes of YAML

@@ -130,10 +130,12 @@ def parse_tables(
 
 @contextmanager
 def _opened(path: "str | os.PathLike[str]", cfg: ParsingConfig) -> "Iterator[tuple[BinaryIO, Parser]]":
-    """The log as UTF-8 bytes (a UTF-16 or GBK log transcoded) and the parser `cfg` names; the
-    log is opened first, so a wrong path is said before anything else is built."""
-    from ..stream.encoding import open_log_bytes
+    """The log as UTF-8 bytes (a gzip, bzip2 or xz log decompressed; a UTF-16 or GBK log
+    transcoded) and the parser `cfg` names; the log is opened first, so a wrong path is said
+    before anything else is built."""
     from ..run.build import build_parser
+    from ..stream.compressed import decompressed
+    from ..stream.encoding import open_log_bytes
 
     try:
         fh = open(path, "rb")
@@ -141,7 +143,7 @@ def _opened(path: "str | os.PathLike[str]", cfg: ParsingConfig) -> "Iterator[tup
         raise ConfigError(f"cannot read {os.fspath(path)}: {exc.strerror}") from exc
     with fh:
         year = time.localtime(os.fstat(fh.fileno()).st_mtime).tm_year
-        yield open_log_bytes(fh), build_parser(cfg, argv=(), year=year)
+        yield open_log_bytes(decompressed(fh, os.fspath(path))), build_parser(cfg, argv=(), year=year)
 
 
 def _metrics_sink(metrics: "str | os.PathLike[str] | IO[str] | None") -> "list[Sink]":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional
 
+from ..defaults import SETTINGS_FILE_LIMIT
 from ..errors import ConfigError
 from .convert import Key, from_dict
 
@@ -55,9 +56,12 @@ def read_file(path: str) -> Layer:
     """The file's data and the line of each key; a one-line ConfigError when it cannot be read."""
     try:
         with open(path, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(SETTINGS_FILE_LIMIT + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    if len(raw) > SETTINGS_FILE_LIMIT:  # a 50 MB file took 23 s and 215 MB to read: refused at once
+        raise ConfigError(f"config file {path}: larger than {SETTINGS_FILE_LIMIT >> 20} MiB; "
+                          "a configuration is a few keys (is this the right file?)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

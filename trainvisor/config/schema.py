@@ -57,7 +57,8 @@ class ProcessConfig(Section):
     stop_grace: float = setting(defaults.STOP_GRACE, check=finite_non_negative,
                                 help="When trainvisor stops the training (Run.request_stop, a stop rule): seconds "
                                      "between SIGINT (Caffe snapshots, Python raises KeyboardInterrupt) and SIGTERM.")
-    output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here.")
+    output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here; "
+                                                         "appended to (a restart or a resumed run adds to it, never truncates).")
     on_supervisor_death: str = setting("term", check=one_of("term", "keep"),
                                        help="If trainvisor is killed: 'term' sends the child SIGTERM, 'keep' leaves it.")
 

@@ -30,6 +30,7 @@ from typing import Optional
 import regex
 import yaml
 
+from ..defaults import SETTINGS_FILE_LIMIT
 from ..errors import ParserError
 from ..events import Event, LineBlock, Metric, PHASE_TEST, PHASE_TRAIN, PHASE_VAL
 from .base import Parser
@@ -71,9 +72,13 @@ class RuleSet:
 def _read(path: Path) -> dict:
     where = str(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(SETTINGS_FILE_LIMIT + 1)
     except OSError as exc:
         raise RulesError(f"{where}: cannot read: {exc.strerror or exc}") from exc
+    if len(raw) > SETTINGS_FILE_LIMIT:
+        raise RulesError(f"{where}: larger than {SETTINGS_FILE_LIMIT >> 20} MiB; a rules file is a few rules "
+                         "(is this the right file?)")
     try:
         if path.suffix.lower() == ".toml":
             data = tomllib.loads(raw.decode("utf-8"))

@@ -55,7 +55,7 @@ class RunLogging:
         if not quiet:
             sh = GatedStderrHandler()
             sh.setLevel(logging.WARNING)
-            sh.setFormatter(logging.Formatter("trainvisor: %(message)s"))
+            sh.setFormatter(OneLineFormatter("trainvisor: %(message)s"))
             own.append(sh)
         if not own:
             own.append(logging.NullHandler())  # quiet and no run log: nothing, not logging's last resort
@@ -85,6 +85,26 @@ def _drop_watchdog_stop_race(record: logging.LogRecord) -> bool:
     (trainvisor stops one whenever a watched directory appears and its parent's watch is
     replaced); nothing is lost, so it is not worth an error line in the run log."""
     return not (record.name.startswith("watchdog") and "called when the thread is inactive" in str(record.msg))
+
+
+class OneLineFormatter(logging.Formatter):
+    """A record as one line: its message, and for a record with an exception the exception's
+    type and text when the message does not already say them, then where the traceback is. The
+    training's stderr is no place for a traceback (a sink failing on a full disk printed 20
+    lines into it); the run log keeps it whole."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().formatMessage(_with_message(record))
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            said = f"{type(exc).__name__}: {exc}"
+            text += ("" if said in text else f" ({said})") + " (traceback in the run log)"
+        return " ".join(text.splitlines())
+
+
+def _with_message(record: logging.LogRecord) -> logging.LogRecord:
+    record.message = record.getMessage()
+    return record
 
 
 class GatedStderrHandler(logging.Handler):
