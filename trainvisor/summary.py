@@ -23,6 +23,8 @@ def format_summary(summary) -> str:
     lines.append(f"  lines parsed   {s.lines}" + (f" ({s.truncated_lines} cut at the line cap)" if s.truncated_lines else ""))
     lines.append(f"  metrics        {s.metrics}")
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
+    if getattr(s, "stop_rule", None) is not None:
+        lines.append(f"  STOPPED        {s.stop_rule.describe()}")
     lines += _metric_lines(s.last_metrics)
     if s.uploads is not None:
         u = s.uploads

@@ -9,6 +9,7 @@ from ..events import Metric, Notice
 
 if TYPE_CHECKING:
     from ..sinks.threaded import SinkCounts
+    from ..stoprules import Firing
 
 __all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
 
@@ -88,6 +89,9 @@ class RunSummary:
     attempts: int = 1
     """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
     sinks: tuple[SinkCounts, ...] = ()
+    stop_rule: Optional[Firing] = None
+    """The stop rule that fired (rule, metric, value, line), when one did; `stop_reason` is its
+    `describe()` when its stop request was the run's first."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

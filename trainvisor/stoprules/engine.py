@@ -1,0 +1,129 @@
+"""The rule set (`StopRules`: pure, clock injected), the record of a rule that fired (`Firing`),
+and `StopRuleSink`, the inline sink that feeds a run's metrics to the rules on the pipeline
+thread and calls back once when one fires (the Run then asks the child to stop).
+
+Evaluated inline: a rule costs a dict lookup or a comparison per metric, far less than the
+parsing that made it, and inline it sees each metric with its exact line, in order.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from ..events import Metric
+from .grammar import RuleSpec, Silence, parse_rule
+from .rules import RuleState, make_state
+
+__all__ = ["Firing", "StopRules", "StopRuleSink"]
+
+log = logging.getLogger("trainvisor")
+
+
+def _fmt(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    return repr(v) if not math.isfinite(v) else f"{v:.6g}"
+
+
+@dataclass(frozen=True)
+class Firing:
+    """A rule that held: the rule as written, and the record that made it hold (its metric
+    `phase/name`, value, line and stream, iteration, epoch). For `no metric for`, `metric` is
+    None, `value` the seconds without one and `line` the last metric's line (None if none came)."""
+
+    rule: str
+    metric: Optional[str]
+    value: float
+    line: Optional[int]
+    stream: Optional[str]
+    iteration: Optional[int] = None
+    epoch: Optional[float] = None
+
+    def describe(self) -> str:
+        """One line: which rule, where, with which value (the stop reason, the summary's line)."""
+        if self.metric is None:
+            where = f"after the {self.stream} line {self.line}" if self.line is not None else "before any metric"
+            return f"stop rule {self.rule!r}: no metric for {self.value:.0f}s ({where})"
+        at = f" (iteration {self.iteration})" if self.iteration is not None else (
+            f" (epoch {self.epoch:g})" if self.epoch is not None else "")
+        return f"stop rule {self.rule!r} fired at {self.stream} line {self.line}: {self.metric} = {_fmt(self.value)}{at}"
+
+
+class StopRules:
+    """The rules of a run. `observe(metric)` and `tick(now)` return the first `Firing` (then
+    nothing more: a run stops once); `unmatched()` the rules whose metric never came."""
+
+    def __init__(self, rules: Sequence["str | RuleSpec"], *, now: float = 0.0, setting: str = "--stop-when") -> None:
+        specs = [parse_rule(r, setting=setting) if isinstance(r, str) else r for r in rules]
+        self.states: list[RuleState] = [make_state(s, now) for s in specs]
+        self.fired: Optional[Firing] = None
+        self._last: Optional[Metric] = None
+        self.names_seen: set[str] = set()  # phase/name: what an unmatched rule could have named
+
+    def observe(self, m: Metric) -> Optional[Firing]:
+        if self.fired is not None:
+            return None
+        self._last = m
+        self.names_seen.add(f"{m.phase}/{m.name}")
+        for state in self.states:
+            value = state.observe(m)
+            if value is not None:
+                self.fired = Firing(state.spec.text, f"{m.phase}/{m.name}", value, m.line, m.stream,
+                                    m.iteration, m.epoch)
+                return self.fired
+        return None
+
+    def tick(self, now: float) -> Optional[Firing]:
+        if self.fired is not None:
+            return None
+        for state in self.states:
+            quiet = state.tick(now)
+            if quiet is not None:
+                last = self._last
+                self.fired = Firing(state.spec.text, None, quiet, last.line if last else None,
+                                    last.stream if last else None)
+                return self.fired
+        return None
+
+    def unmatched(self) -> list[str]:
+        """Rules that never read a metric: a name the run never produced, said at the end."""
+        return [s.spec.text for s in self.states if not s.matched]
+
+    @property
+    def timed(self) -> bool:
+        return any(isinstance(s.spec, Silence) for s in self.states)
+
+
+class StopRuleSink:
+    """The rules as an inline sink: `write` observes each metric, `flush` (called by the pipeline
+    every flush interval, also while the child is quiet) ticks the silence rule. `on_fire` is
+    called once, on the pipeline thread, with the Firing."""
+
+    name = "stop-rules"
+    inline = True
+
+    def __init__(self, rules: StopRules, on_fire: Callable[[Firing], None], *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rules, self._on_fire, self._clock = rules, on_fire, clock
+
+    def write(self, events: Sequence[object]) -> None:
+        if self.rules.fired is not None:
+            return
+        observe = self.rules.observe
+        for e in events:
+            if type(e) is Metric:
+                firing = observe(e)
+                if firing is not None:
+                    self._on_fire(firing)
+                    return
+
+    def flush(self) -> None:
+        firing = self.rules.tick(self._clock())
+        if firing is not None:
+            self._on_fire(firing)
+
+    def close(self) -> None:
+        pass
