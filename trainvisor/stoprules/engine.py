@@ -59,6 +59,7 @@ class StopRules:
     def __init__(self, rules: Sequence["str | RuleSpec"], *, now: float = 0.0, setting: str = "--stop-when") -> None:
         specs = [parse_rule(r, setting=setting) if isinstance(r, str) else r for r in rules]
         self.states: list[RuleState] = [make_state(s, now) for s in specs]
+        self._timed = [s for s in self.states if isinstance(s.spec, Silence)]
         self.fired: Optional[Firing] = None
         self._last: Optional[Metric] = None
         self.names_seen: set[str] = set()  # phase/name: what an unmatched rule could have named
@@ -88,13 +89,20 @@ class StopRules:
                 return self.fired
         return None
 
+    def seen(self, now: float) -> None:
+        """Metrics came at `now` (the silence rule's clock restarts)."""
+        for state in self._timed:
+            state.seen(now)
+
+    @property
+    def timed(self) -> bool:
+        """Whether a rule reads the clock (`no metric for`): only then is the time of metrics noted."""
+        return bool(self._timed)
+
     def unmatched(self) -> list[str]:
         """Rules that never read a metric: a name the run never produced, said at the end."""
         return [s.spec.text for s in self.states if not s.matched]
 
-    @property
-    def timed(self) -> bool:
-        return any(isinstance(s.spec, Silence) for s in self.states)
 
 
 class StopRuleSink:
@@ -108,17 +116,21 @@ class StopRuleSink:
     def __init__(self, rules: StopRules, on_fire: Callable[[Firing], None], *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rules, self._on_fire, self._clock = rules, on_fire, clock
+        self._timed = rules.timed
 
     def write(self, events: Sequence[object]) -> None:
         if self.rules.fired is not None:
             return
-        observe = self.rules.observe
+        observe, metrics = self.rules.observe, False
         for e in events:
             if type(e) is Metric:
+                metrics = True
                 firing = observe(e)
                 if firing is not None:
                     self._on_fire(firing)
                     return
+        if metrics and self._timed:
+            self.rules.seen(self._clock())
 
     def flush(self) -> None:
         firing = self.rules.tick(self._clock())

@@ -125,22 +125,18 @@ class _BoundState(RuleState):
 
 class _SilenceState(RuleState):
     """Quiet since the last metric (or since the rules were made: a training that never prints
-    one has hung too). `observe` only notes the time the caller's clock gives at `tick`."""
+    one has hung too). The caller says when metrics came (`seen`, once per batch: no clock is
+    read per metric)."""
 
     matched = True  # it reads no metric: nothing to report as unseen
 
     def __init__(self, spec: Silence, now: float) -> None:
         self.spec, self._last = spec, now
-        self._seen = False
 
-    def observe(self, m: Metric) -> Optional[float]:
-        self._seen = True  # the time is taken at the next tick: a metric is never read with a clock
-        return None
+    def seen(self, now: float) -> None:
+        self._last = now
 
     def tick(self, now: float) -> Optional[float]:
-        if self._seen:
-            self._last, self._seen = now, False
-            return None
         quiet = now - self._last
         return quiet if quiet >= self.spec.seconds else None
 
