@@ -8,7 +8,6 @@ parsing that made it, and inline it sees each metric with its exact line, in ord
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -22,10 +21,9 @@ __all__ = ["Firing", "StopRules", "StopRuleSink"]
 log = logging.getLogger("trainvisor")
 
 
-def _fmt(v: Optional[float]) -> str:
-    if v is None:
-        return "-"
-    return repr(v) if not math.isfinite(v) else f"{v:.6g}"
+def _fmt(v: float) -> str:
+    """The value as the log printed it (the shortest repr of the float parsed from it), not rounded."""
+    return repr(float(v))
 
 
 @dataclass(frozen=True)
