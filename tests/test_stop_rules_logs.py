@@ -4,8 +4,11 @@ silence rule fires from the pipeline's quiet-time tick under an injected clock; 
 metric the log never has is reported as unmatched."""
 from __future__ import annotations
 
+import json
 import math
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -141,3 +144,27 @@ def test_running_values_are_skipped_except_by_is_nan():
     assert firing is None
     firing = rules.observe(running)
     assert firing.rule == "loss is nan" and firing.line == 7
+
+
+def test_replay_says_where_a_live_run_would_have_stopped(tmp_path):
+    log = real_logs("caffe") / "bearpaw-fork-mnist.log"
+    line, value = first_plateau(values(log, CAFFE_TEST_ACCURACY), 5, maximise=True)
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "replay", str(log), "--parser", "caffe", "--year", "2026",
+                           "--metrics", str(tmp_path / "m.jsonl"), "--stop-when", "no metric for 1 h",
+                           "--stop-when", "test/accuracy no improvement in 5 evals", "--stop-when", "val/x is nan"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        "trainvisor: stop rule 'no metric for 1 h' is not evaluated in a replay (no live timing)\n"
+        "trainvisor: a live run would have stopped: stop rule 'test/accuracy no improvement in 5 evals' fired at "
+        f"log line {line}: test/accuracy = {value!r} (iteration 8500)\n"
+        "trainvisor: stop rule 'val/x is nan' never applied: no metric it names was parsed\n")
+    last = json.loads((tmp_path / "m.jsonl").read_text().splitlines()[-1])
+    assert last["line"] > line  # the log is read to its end
+
+
+def test_replay_with_a_bad_rule_exits_2_before_reading(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "replay", str(tmp_path / "missing.log"),
+                           "--stop-when", "loss is"], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (
+        2, "trainvisor: --stop-when 'loss is': column 8: expected nan, inf or not finite, got the end of the rule\n")
