@@ -103,3 +103,22 @@ def test_divergence_stops_darknet_and_a_rule_on_a_metric_never_seen_is_said_at_t
                        iteration)
     unseen = "stop rule 'val/accuracy no improvement in 3 evals' never applied: no metric it names was parsed"
     assert f"trainvisor: {unseen}" in proc.stderr and f"  WARNING        {unseen}" in proc.stderr
+
+
+def test_the_run_api_records_the_firing_in_the_summary(tmp_path):
+    from trainvisor import Run, RunConfig
+    from trainvisor.config import LoggingConfig, ParsingConfig, ProcessConfig, RunDirConfig, StopConfig
+    from trainvisor.stoprules import Firing
+
+    log = real_logs("caffe") / "bearpaw-fork-mnist.log"
+    line, value = first_plateau(values(log, CAFFE_TEST_ACCURACY), 5, maximise=True)
+    config = RunConfig(command=(sys.executable, str(FAKE_CAFFE), str(log), "--rate", RATE, "--on-sigint", "snapshot",
+                                "--snapshot-dir", str(tmp_path / "snap")),
+                       process=ProcessConfig(cwd=str(tmp_path)), parsing=ParsingConfig(parser="caffe", year=2026),
+                       logging=LoggingConfig(quiet=True), run=RunDirConfig(dir=str(tmp_path / "run")),
+                       stop=StopConfig(when=("test/accuracy no improvement in 5 evals", "iteration >= 20000")))
+    summary = Run(config, stdout_fd=None, stderr_fd=None).run()
+    firing = Firing("test/accuracy no improvement in 5 evals", "test/accuracy", value, line, "stderr", 8500, None)
+    assert (summary.exit_code, summary.returncode, summary.stop_rule) == (EXIT_STOPPED, 0, firing)
+    assert summary.stop_reason == firing.describe()
+    assert summary.warnings == ()  # both rules read metrics: nothing unapplied

@@ -94,7 +94,8 @@ def test_iteration_bound_on_caffe():
         lines = list(enumerate(f, 1))
     start = next(n for n, text in lines if "Iteration 5000," in text)
     line = next(n for n, text in lines if n > start and " = " in text)
-    assert (firing.line, firing.value, firing.iteration, firing.metric) == (line, 5000.0, 5000, "test/accuracy")
+    assert (firing.line, firing.value, firing.iteration, firing.metric) == (line, 5000.0, 5000, "iteration")
+    assert firing.describe() == f"stop rule 'iteration >= 5000' fired at log line {line}: iteration 5000"
 
 
 def test_no_metric_for_fires_from_the_pipelines_quiet_tick_under_an_injected_clock():
@@ -168,3 +169,13 @@ def test_replay_with_a_bad_rule_exits_2_before_reading(tmp_path):
                            "--stop-when", "loss is"], capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (
         2, "trainvisor: --stop-when 'loss is': column 8: expected nan, inf or not finite, got the end of the rule\n")
+
+
+def test_epoch_bound_on_keras_reads_the_epoch_keras_prints():
+    """Keras prints `Epoch 3/10` before the epoch's values: its records say epoch 3, so
+    `epoch >= 3` holds on the values of the third epoch, once it has finished."""
+    log = real_logs("keras") / "kanji-keras1-verbose2-earlystop.log"
+    lines = log.read_text().splitlines()
+    line = lines.index("Epoch 3/10") + 2  # the line after it (1-based: + 1 + 1)
+    _, firing = _replay(log, ["epoch >= 3"])
+    assert (firing.line, firing.value, firing.epoch, firing.metric) == (line, 3.0, 3.0, "epoch")

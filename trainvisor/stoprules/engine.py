@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from ..events import Metric
-from .grammar import RuleSpec, Silence, parse_rule
+from .grammar import Bound, RuleSpec, Silence, parse_rule
 from .rules import RuleState, make_state
 
 __all__ = ["Firing", "StopRules", "StopRuleSink"]
@@ -29,7 +29,8 @@ def _fmt(v: float) -> str:
 @dataclass(frozen=True)
 class Firing:
     """A rule that held: the rule as written, and the record that made it hold (its metric
-    `phase/name`, value, line and stream, iteration, epoch). For `no metric for`, `metric` is
+    `phase/name`, value, line and stream, iteration, epoch; for `iteration >= N` / `epoch >= N`,
+    `metric` is "iteration" / "epoch" and `value` that count). For `no metric for`, `metric` is
     None, `value` the seconds without one and `line` the last metric's line (None if none came)."""
 
     rule: str
@@ -45,9 +46,12 @@ class Firing:
         if self.metric is None:
             where = f"after the {self.stream} line {self.line}" if self.line is not None else "before any metric"
             return f"stop rule {self.rule!r}: no metric for {self.value:.0f}s ({where})"
+        where = f"stop rule {self.rule!r} fired at {self.stream} line {self.line}"
+        if self.metric in ("iteration", "epoch"):  # a bound: the value is the count itself
+            return f"{where}: {self.metric} {self.value:g}"
         at = f" (iteration {self.iteration})" if self.iteration is not None else (
             f" (epoch {self.epoch:g})" if self.epoch is not None else "")
-        return f"stop rule {self.rule!r} fired at {self.stream} line {self.line}: {self.metric} = {_fmt(self.value)}{at}"
+        return f"{where}: {self.metric} = {_fmt(self.value)}{at}"
 
 
 class StopRules:
@@ -70,8 +74,9 @@ class StopRules:
         for state in self.states:
             value = state.observe(m)
             if value is not None:
-                self.fired = Firing(state.spec.text, f"{m.phase}/{m.name}", value, m.line, m.stream,
-                                    m.iteration, m.epoch)
+                # a bound reads the record's iteration / epoch, not its value: that is what is named
+                metric = state.spec.field if isinstance(state.spec, Bound) else f"{m.phase}/{m.name}"
+                self.fired = Firing(state.spec.text, metric, value, m.line, m.stream, m.iteration, m.epoch)
                 return self.fired
         return None
 
