@@ -179,3 +179,15 @@ def test_epoch_bound_on_keras_reads_the_epoch_keras_prints():
     line = lines.index("Epoch 3/10") + 2  # the line after it (1-based: + 1 + 1)
     _, firing = _replay(log, ["epoch >= 3"])
     assert (firing.line, firing.value, firing.epoch, firing.metric) == (line, 3.0, 3.0, "epoch")
+
+
+def test_divergence_compares_with_the_lowest_value_before_this_one():
+    """A factor below 1 is allowed: the first value has nothing before it and never fires."""
+    def metric(v, line):
+        return Metric("loss", v, line, "train", None, None, None, 0.0, line)
+
+    rules = StopRules(["loss > 0.5 * min(loss)"])
+    assert rules.observe(metric(4.0, 1)) is None
+    assert rules.observe(metric(math.nan, 2)) is None  # a nan neither lowers the minimum nor fires
+    assert rules.observe(metric(1.0, 3)) is None  # 1.0 is not above 0.5 * 4.0
+    assert rules.observe(metric(0.6, 4)).line == 4  # above 0.5 * 1.0

@@ -41,16 +41,21 @@ class RuleState:
     def tick(self, now: float) -> Optional[float]:
         return None
 
+    def _reads(self, m: Metric, *, running: bool = False) -> bool:
+        """Whether this rule reads `m` (its selector, and running values only if `running`);
+        a rule that reads one has `matched`."""
+        if (m.running and not running) or not self.spec.selector.matches(m.phase, m.name):
+            return False
+        self.matched = True
+        return True
+
 
 class _ThresholdState(RuleState):
     def __init__(self, spec: Threshold) -> None:
         self.spec, self._op = spec, _OPS[spec.op]
 
     def observe(self, m: Metric) -> Optional[float]:
-        if m.running or not self.spec.selector.matches(m.phase, m.name):
-            return None
-        self.matched = True
-        return m.value if self._op(m.value, self.spec.value) else None
+        return m.value if self._reads(m) and self._op(m.value, self.spec.value) else None
 
 
 class _NotFiniteState(RuleState):
@@ -60,10 +65,7 @@ class _NotFiniteState(RuleState):
             "nan": math.isnan, "inf": math.isinf, "not finite": lambda v: not math.isfinite(v)}[spec.kind]
 
     def observe(self, m: Metric) -> Optional[float]:
-        if not self.spec.selector.matches(m.phase, m.name):
-            return None
-        self.matched = True
-        return m.value if self._test(m.value) else None
+        return m.value if self._reads(m, running=True) and self._test(m.value) else None
 
 
 def _series(m: Metric) -> tuple:
@@ -77,9 +79,8 @@ class _PlateauState(RuleState):
         self._waited: dict[tuple, int] = {}
 
     def observe(self, m: Metric) -> Optional[float]:
-        if m.running or not self.spec.selector.matches(m.phase, m.name):
+        if not self._reads(m):
             return None
-        self.matched = True
         key, v = _series(m), m.value
         best = self._best.get(key)
         better = not math.isnan(v) and (best is None or (v > best if self.spec.maximise else v < best))
@@ -96,17 +97,12 @@ class _DivergenceState(RuleState):
         self._min: dict[tuple, float] = {}
 
     def observe(self, m: Metric) -> Optional[float]:
-        if m.running or not self.spec.selector.matches(m.phase, m.name):
+        if not self._reads(m) or math.isnan(m.value):  # a nan is no lowest value, nor a divergence
             return None
-        self.matched = True
         key, v = _series(m), m.value
-        low = self._min.get(key)
-        if math.isnan(v):
-            return None
-        if low is None or v < low:
+        low = self._min.get(key, math.inf)  # the first value: no limit yet (K * inf)
+        if v < low:
             self._min[key] = v
-        if low is None:
-            return None
         limit = self.spec.factor * low
         return v if (v > limit if self.spec.strict else v >= limit) else None
 
