@@ -19,6 +19,8 @@ from .stoprule_helpers import (CAFFE_TEST_ACCURACY, CAFFE_TRAIN_LOSS, DARKNET_LO
                                first_divergence, first_nan, first_plateau, values)
 
 RATE = "400"  # lines a second: the bearpaw log's 882 lines in about 2 s
+# The child then sleeps (--sleep-at-end 60): on a loaded machine the SIGINT may come after its last
+# line, and a child that had ended on its own would not show that the rule stopped it.
 
 
 def _run(work: Path, log: Path, rules: list[str], *trainvisor_args: str, child_args: tuple[str, ...] = ()):
@@ -26,7 +28,7 @@ def _run(work: Path, log: Path, rules: list[str], *trainvisor_args: str, child_a
     for rule in rules:
         argv += ["--stop-when", rule]
     argv += [*trainvisor_args, "--", sys.executable, str(FAKE_CAFFE), str(log), "--rate", RATE,
-             "--on-sigint", "snapshot", "--snapshot-dir", str(work / "snap"), *child_args]
+             "--on-sigint", "snapshot", "--snapshot-dir", str(work / "snap"), "--sleep-at-end", "60", *child_args]
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
     env.update(LANG="C.UTF-8", TZ="UTC")
     return subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=180, env=env)
@@ -113,7 +115,7 @@ def test_the_run_api_records_the_firing_in_the_summary(tmp_path):
     log = real_logs("caffe") / "bearpaw-fork-mnist.log"
     line, value = first_plateau(values(log, CAFFE_TEST_ACCURACY), 5, maximise=True)
     config = RunConfig(command=(sys.executable, str(FAKE_CAFFE), str(log), "--rate", RATE, "--on-sigint", "snapshot",
-                                "--snapshot-dir", str(tmp_path / "snap")),
+                                "--snapshot-dir", str(tmp_path / "snap"), "--sleep-at-end", "60"),
                        process=ProcessConfig(cwd=str(tmp_path)), parsing=ParsingConfig(parser="caffe", year=2026),
                        logging=LoggingConfig(quiet=True), run=RunDirConfig(dir=str(tmp_path / "run")),
                        stop=StopConfig(when=("test/accuracy no improvement in 5 evals", "iteration >= 20000")))

@@ -191,3 +191,18 @@ def test_divergence_compares_with_the_lowest_value_before_this_one():
     assert rules.observe(metric(math.nan, 2)) is None  # a nan neither lowers the minimum nor fires
     assert rules.observe(metric(1.0, 3)) is None  # 1.0 is not above 0.5 * 4.0
     assert rules.observe(metric(0.6, 4)).line == 4  # above 0.5 * 1.0
+
+
+def test_the_summary_says_stopped_only_when_the_rule_stopped_the_training():
+    from trainvisor.run.summary import RunSummary
+    from trainvisor.stoprules import Firing
+    from trainvisor.summary import format_summary
+
+    firing = Firing("iteration >= 10000", "iteration", 10000.0, 877, "stderr", 10000, None)
+    base = dict(run_id="r", attempt=1, run_dir="d", command=("x",), returncode=0, lines=882, events=1,
+                stop_rule=firing)
+    stopped = format_summary(RunSummary(exit_code=4, stop_reason=firing.describe(), **base))
+    assert "  STOPPED        stop rule 'iteration >= 10000' fired at stderr line 877: iteration 10000\n" in stopped
+    ended = format_summary(RunSummary(exit_code=0, stop_reason=None, **base))
+    assert ("  STOP RULE      stop rule 'iteration >= 10000' fired at stderr line 877: iteration 10000 "
+            "(the training had already ended or was stopping)\n") in ended

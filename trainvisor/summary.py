@@ -24,7 +24,10 @@ def format_summary(summary) -> str:
     lines.append(f"  metrics        {s.metrics}")
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
     if getattr(s, "stop_rule", None) is not None:
-        lines.append(f"  STOPPED        {s.stop_rule.describe()}")
+        said = s.stop_rule.describe()
+        # A rule may hold on the last lines, parsed after the child had ended on its own.
+        lines.append(f"  STOPPED        {said}" if s.stop_reason == said else
+                     f"  STOP RULE      {said} (the training had already ended or was stopping)")
     lines += _metric_lines(s.last_metrics)
     if s.uploads is not None:
         u = s.uploads
