@@ -64,14 +64,28 @@ class StopRules:
         self._timed = [s for s in self.states if isinstance(s.spec, Silence)]
         self.fired: Optional[Firing] = None
         self._last: Optional[Metric] = None
-        self.names_seen: set[str] = set()  # phase/name: what an unmatched rule could have named
+        self._seen: set[tuple[str, str]] = set()  # (phase, name): what an unmatched rule could have named
+        # The states that may read a metric of each name, in rule order (the first rule written
+        # wins a tie): most metrics are read by none, or one, of the rules.
+        self._readers: dict[str, tuple[RuleState, ...]] = {}
+
+    @property
+    def names_seen(self) -> set[str]:
+        return {f"{phase}/{name}" for phase, name in self._seen}
+
+    def _readers_of(self, name: str) -> tuple[RuleState, ...]:
+        readers = self._readers[name] = tuple(
+            s for s in self.states if isinstance(s.spec, Bound) or (
+                hasattr(s.spec, "selector") and any(n == name for _, n in s.spec.selector.keys)))
+        return readers
 
     def observe(self, m: Metric) -> Optional[Firing]:
         if self.fired is not None:
             return None
         self._last = m
-        self.names_seen.add(f"{m.phase}/{m.name}")
-        for state in self.states:
+        self._seen.add((m.phase, m.name))
+        readers = self._readers.get(m.name)
+        for state in readers if readers is not None else self._readers_of(m.name):
             value = state.observe(m)
             if value is not None:
                 # a bound reads the record's iteration / epoch, not its value: that is what is named

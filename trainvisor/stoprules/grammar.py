@@ -49,7 +49,10 @@ class Selector:
     keys: tuple[tuple[Optional[str], str], ...]
 
     def matches(self, phase: str, name: str) -> bool:
-        return any(n == name and (p is None or p == phase) for p, n in self.keys)
+        for p, n in self.keys:  # a loop, not any(): called for every metric a rule reads
+            if n == name and (p is None or p == phase):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
