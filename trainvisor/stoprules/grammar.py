@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import NoReturn, Optional, Union
 
 from ..errors import ConfigError
 
@@ -119,7 +119,7 @@ class _Tokens:
             pos = m.end()
         self.i = 0
 
-    def fail(self, column: int, message: str) -> None:
+    def fail(self, column: int, message: str) -> NoReturn:
         raise ConfigError(f"{self.setting} {self.text!r}: column {column}: {message}")
 
     def peek(self) -> tuple[str, str, int]:
@@ -216,7 +216,6 @@ def _metric_rule(toks: _Tokens) -> RuleSpec:
         return _plateau(toks, selector)
     toks.fail(col, "expected a comparison (>=, >, <=, <, ==, !=), 'is nan' or 'no improvement in N evals'"
               + _got(kind, text))
-    raise AssertionError("unreachable")
 
 
 def _not_finite(toks: _Tokens, selector: Selector) -> NotFinite:
