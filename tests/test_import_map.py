@@ -101,3 +101,11 @@ def test_no_import_cycle_at_module_level():
 @pytest.mark.parametrize("module", ["trainvisor.stream.engine", "trainvisor.stream.pipeline", "trainvisor.stream.source"])
 def test_the_engine_reaches_no_process_code(module):
     assert [t for t, _ in MODULES[module] if _in(t, "trainvisor.supervisor") or _in(t, "trainvisor.run")] == []
+
+
+def test_stop_rules_read_only_the_records_and_the_errors():
+    """The rule engine is pure (the lead may expose it as a timeline callback): events and errors only."""
+    imported = sorted({t for m, imports in MODULES.items() if _in(m, "trainvisor.stoprules")
+                       for t, _ in imports if _in(t, "trainvisor") and not _in(t, "trainvisor.stoprules")})
+    assert imported == ["trainvisor.errors", "trainvisor.errors.ConfigError", "trainvisor.events",
+                        "trainvisor.events.Metric"]

@@ -23,6 +23,11 @@ def format_summary(summary) -> str:
     lines.append(f"  lines parsed   {s.lines}" + (f" ({s.truncated_lines} cut at the line cap)" if s.truncated_lines else ""))
     lines.append(f"  metrics        {s.metrics}")
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
+    if getattr(s, "stop_rule", None) is not None:
+        said = s.stop_rule.describe()
+        # A rule may hold on the last lines, parsed after the child had ended on its own.
+        lines.append(f"  STOPPED        {said}" if s.stop_reason == said else
+                     f"  STOP RULE      {said} (the training had already ended or was stopping)")
     table = getattr(s, "table", ())
     lines += _table_lines(table) if table else _metric_lines(s.last_metrics)
     if s.uploads is not None:

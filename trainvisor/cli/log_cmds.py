@@ -29,18 +29,48 @@ def _parsing(flag_values: dict[str, Any]) -> dict[str, Any]:
 @click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
               help="Write JSONL here (default: standard output).")
 @click.option("--summary/--no-summary", default=False, help="Print a summary to stderr at the end.")
+@click.option("--stop-when", "stop_when", multiple=True, metavar="RULE",
+              help="Say where a live run with these stop rules would have stopped (the log is read to its end). "
+                   "Repeatable.")
 @click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
-def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bool, log_path: str) -> None:
+def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bool, stop_when: tuple[str, ...],
+           log_path: str) -> None:
     """Parse a saved LOG through the same pipeline as a live run."""
     from ..calls.logs import replay as replay_log
     from ..sinks.stats import StatsSink
     from ..summary import format_replay_summary
 
     counts = StatsSink()
+    stops = _stop_rules(stop_when)
     done = replay_log(log_path, **_parsing(flag_values), metrics=metrics_path or sys.stdout,
-                      sinks=[counts] if summary else [], keep_events=False)
+                      sinks=([counts] if summary else []) + ([stops] if stops else []), keep_events=False)
     if summary:
         click.echo(format_replay_summary(done.stats, counts, metrics_path=metrics_path or "-"), err=True)
+    if stops:
+        _say_stop(stops.rules)
+
+
+def _stop_rules(rules: tuple[str, ...]) -> Any:
+    """The rules a replay evaluates (a bad one: ConfigError, exit 2, before the log is read).
+    `no metric for` is left out: a saved log carries no time a replay could measure silence by."""
+    if not rules:
+        return None
+    from ..stoprules import StopRules, StopRuleSink, parse_rule
+    from ..stoprules.grammar import Silence
+
+    specs = [parse_rule(r) for r in rules]
+    for spec in specs:
+        if isinstance(spec, Silence):
+            click.echo(f"trainvisor: stop rule {spec.text!r} is not evaluated in a replay (no live timing)", err=True)
+    return StopRuleSink(StopRules([s for s in specs if not isinstance(s, Silence)]), lambda firing: None)
+
+
+def _say_stop(rules: Any) -> None:
+    fired = rules.fired
+    click.echo(f"trainvisor: a live run would have stopped: {fired.describe()}" if fired is not None
+               else "trainvisor: no stop rule fired", err=True)
+    for rule in rules.unmatched():
+        click.echo(f"trainvisor: stop rule {rule!r} never applied: no metric it names was parsed", err=True)
 
 
 @click.command()

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ..errors import ConfigError
 from ..secrets import MASK, mask_url
-from .settings import check_of, is_secret
+from .settings import check_of, is_secret, shows_value
 
 __all__ = ["Section", "from_dict", "to_dict", "normalise_and_check", "type_hints", "Locations", "MASK", "mask_url"]
 
@@ -82,7 +82,7 @@ def _check(f: Any, value: Any, key: Key, ctx: _Context) -> None:
     check = check_of(f)
     problem = check(value) if check is not None else None
     if problem:
-        shown = "" if is_secret(f) else f" (got {value!r})"
+        shown = "" if is_secret(f) or shows_value(f) else f" (got {value!r})"
         raise ctx.fail(key, problem + shown)
 
 

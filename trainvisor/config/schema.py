@@ -20,7 +20,7 @@ from .. import defaults  # the values; these fields are where they are documente
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
 from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
-                       upload_policy)
+                       stop_rules, upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -31,6 +31,7 @@ __all__ = [
     "UploadConfig",
     "LoggingConfig",
     "RunDirConfig",
+    "StopConfig",
     "DEFAULT_RUNS_ROOT",
     "DEFAULT_MAX_LINE_BYTES",
 ]
@@ -168,6 +169,19 @@ class RunDirConfig(Section):
 
 
 @dataclass(frozen=True)
+class StopConfig(Section):
+    """When trainvisor stops the training itself: stop rules (`loss is nan`, `val/accuracy no
+    improvement in 5 evals`, `no metric for 30 min`; the README has the grammar), checked when
+    the configuration is loaded, evaluated on the metrics as they are parsed."""
+
+    section_key: ClassVar[str] = "stop"
+
+    when: tuple[str, ...] = setting((), check=stop_rules, shows_value=True,
+                                    help="Stop rules: when one holds, the training gets SIGINT (then SIGTERM after "
+                                         "process.stop_grace) and the run exits 4, naming the rule, line and value.")
+
+
+@dataclass(frozen=True)
 class RunConfig(Section):
     """One run. `RunConfig()` has today's CLI defaults; `RunConfig.from_file(path)` reads YAML or
     TOML; `RunConfig.from_dict(d)` takes the same shape as a dict. Values are checked where the
@@ -181,6 +195,7 @@ class RunConfig(Section):
     upload: UploadConfig = field(default_factory=UploadConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     run: RunDirConfig = field(default_factory=RunDirConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Optional[str] = None) -> "RunConfig":

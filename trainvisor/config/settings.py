@@ -9,15 +9,17 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["setting", "upload_policy", "rank_selection", "Check", "positive", "non_negative", "finite_non_negative",
-           "one_of", "at_least", "help_of", "is_secret", "check_of"]
+           "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
 
 
-def setting(default: Any, *, help: str, check: Optional[Check] = None, secret: bool = False) -> Any:
-    """A dataclass field with the metadata the loader, the printer and the CLI use."""
-    metadata = {"help": help, "check": check, "secret": secret}
+def setting(default: Any, *, help: str, check: Optional[Check] = None, secret: bool = False,
+            shows_value: bool = False) -> Any:
+    """A dataclass field with the metadata the loader, the printer and the CLI use. `shows_value`:
+    the check's message quotes the faulty part itself (no "(got ...)" of the whole value)."""
+    metadata = {"help": help, "check": check, "secret": secret, "shows_value": shows_value}
     if isinstance(default, Mapping):  # a read-only mapping is still unhashable: one fresh copy per instance
         frozen = dict(default)
         return field(default_factory=lambda: MappingProxyType(dict(frozen)), metadata=metadata)
@@ -30,6 +32,10 @@ def help_of(f: Field) -> str:
 
 def is_secret(f: Field) -> bool:
     return bool(f.metadata.get("secret", False))
+
+
+def shows_value(f: Field) -> bool:
+    return bool(f.metadata.get("shows_value", False))
 
 
 def check_of(f: Field) -> Optional[Check]:
@@ -96,4 +102,15 @@ def rank_selection(value: Any) -> Optional[str]:
         parse_rank_selection(value)
     except ValueError:
         return SELECTION_FORMS
+    return None
+
+
+def stop_rules(value: Any) -> Optional[str]:
+    """`stop.when`: each rule parsed where it is written; the message names the rule and the column."""
+    from ..stoprules.grammar import rule_problem
+
+    for rule in value or ():
+        problem = rule_problem(rule, setting="rule")
+        if problem:
+            return problem
     return None

@@ -8,19 +8,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from ..config import ParsingConfig, SinksConfig, UploadConfig, WatchConfig
+from ..config import ParsingConfig, SinksConfig, StopConfig, UploadConfig, WatchConfig
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..parsers.base import Parser
     from ..sinks.context import SinkContext
+    from ..stoprules import Firing, StopRuleSink
     from ..uploaders.base import Uploader
     from ..uploaders.manager import UploadManager
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
 
-__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs"]
+__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs", "build_stop_rules"]
 
 log = logging.getLogger("trainvisor.run")
 
@@ -138,3 +139,14 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
     if resumed:
         log.info("resuming %d checkpoint set(s) left unfinished in %s", resumed, run_dir)
     return manager
+
+
+def build_stop_rules(cfg: StopConfig, on_fire: "Callable[[Firing], None]") -> "Optional[StopRuleSink]":
+    """The stop rules as the inline sink that calls `on_fire` once, or None when there are none."""
+    if not cfg.when:
+        return None
+    import time
+
+    from ..stoprules import StopRules, StopRuleSink
+
+    return StopRuleSink(StopRules(cfg.when, now=time.monotonic(), setting="stop.when"), on_fire)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..parsers.base import Parser
     from ..sinks.base import Sink
     from ..sinks.jsonl import JsonlSink
+    from ..stoprules import Firing, StopRuleSink
     from ..stream.pipeline import Pipeline
     from ..supervisor.supervisor import ProcessResult, Supervisor
     from ..uploaders.manager import UploadManager
@@ -46,6 +47,7 @@ class _Parts:
         self.uploads: Optional[UploadTotals] = None
         self.env: dict[str, str] = {}
         self.pipeline: Optional["Pipeline"] = None  # built last, once every sink is known
+        self.stop_rules: Optional["StopRuleSink"] = None
         self._watching = False
 
     @classmethod
@@ -69,6 +71,7 @@ class _Parts:
         parts = cls(run, parser, jsonl, counted, stats_sink)
         parts.env = {**cfg.process.env, **logging_.env}
         parts._build_checkpoints(stack)
+        parts._build_stop_rules()
         parts.pipeline = Pipeline(parts.parser, sinks=parts.sinks, hooks=run._hooks)
         return parts
 
@@ -119,6 +122,21 @@ class _Parts:
         self.sinks.append(self.watcher.announcement_sink())
         if self.watcher.roots and not shallow:
             log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
+
+    def _build_stop_rules(self) -> None:
+        """The stop rules, last among the sinks (a metric is written before it stops the run)."""
+        from .build import build_stop_rules
+
+        run = self.run
+
+        def fire(firing: "Firing") -> None:  # the pipeline thread; request_stop only records and wakes
+            reason = firing.describe()
+            log.warning("%s: stopping the training", reason)
+            run.request_stop(reason)
+
+        self.stop_rules = build_stop_rules(run.config.stop, fire)
+        if self.stop_rules is not None:
+            self.sinks.append(self.stop_rules)
 
     def new_supervisor(self) -> "Supervisor":
         from ..stream.source import Channel
@@ -207,6 +225,7 @@ class _Parts:
                                 watched=sorted(watcher.roots) if watcher is not None else (),
                                 lines=stats.lines, metrics=stats_sink.metrics,
                                 parser=getattr(self.parser, "name", type(self.parser).__name__))
+        warnings += self._unapplied_rules()
         for w in warnings:
             log.warning("%s", w)
         sinks = tuple(s.counts() for s in self.counted)
@@ -229,7 +248,17 @@ class _Parts:
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
             stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
+            stop_rule=self.stop_rules.rules.fired if self.stop_rules is not None else None,
         )
+
+    def _unapplied_rules(self) -> tuple[str, ...]:
+        """A rule whose metric the run never produced did nothing: said, never a silent nothing."""
+        if self.stop_rules is None:
+            return ()
+        rules = self.stop_rules.rules
+        seen = ", ".join(sorted(rules.names_seen)[:12]) or "none"
+        return tuple(f"stop rule {r!r} never applied: no metric it names was parsed (metrics seen: {seen})"
+                     for r in rules.unmatched())
 
 
 def _new_parser(run: "Run") -> "Parser":

@@ -10,6 +10,7 @@ from ..events import Metric, Notice
 if TYPE_CHECKING:
     from ..sinks.lastbest import MetricRow
     from ..sinks.threaded import SinkCounts
+    from ..stoprules import Firing
 
 __all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
 
@@ -92,6 +93,9 @@ class RunSummary:
     table: tuple[MetricRow, ...] = ()
     """Per metric and phase (and Caffe test net): its last value and its best, each with its step
     (iteration, else epoch); best is None for a metric with no better direction (lr, time)."""
+    stop_rule: Optional[Firing] = None
+    """The stop rule that fired (rule, metric, value, line), when one did; `stop_reason` is its
+    `describe()` when its stop request was the run's first."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:
