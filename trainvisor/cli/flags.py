@@ -73,6 +73,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
+    Flag("--callback", ("callbacks", "use"), metavar="MODULE:CLASS"),
 )
 
 _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}
