@@ -58,7 +58,7 @@ class Registered:
 
 
 def _label(obj: object) -> str:
-    return str(getattr(obj, "name", "") or type(obj).__qualname__)
+    return str(getattr(obj, "name", "") or type(obj).__name__)
 
 
 def register_callback(obj: object, *, label: Optional[str] = None) -> Registered:
