@@ -139,10 +139,11 @@ class _Parts:
 
         for spec in cfg.options:
             if spec not in cfg.use:
-                raise ConfigError(f"callbacks.options.{spec}: no callback {spec!r} in callbacks.use (--callback {spec})")
+                raise ConfigError(f"callbacks.options.{spec}: no callback {spec!r} in callbacks.use "
+                                  f"(--callback {spec})")
         registered = [load_callback(spec, cfg.options.get(spec, {})) for spec in cfg.use] + run._callbacks
         self.callbacks = CallbackThread(Dispatcher(registered, request_stop=run.request_stop), capacity=cfg.queue)
-        stack.callback(self.callbacks.close, 0.0)  # a run that fails before its end leaves no thread waiting
+        stack.callback(self.callbacks.close, cfg.close_timeout)  # also when the run fails before its end
         self.sinks.append(TimelineSink(self.callbacks.put))
 
     def begin_timeline(self) -> None:

@@ -175,4 +175,5 @@ class CheckpointForward:
                                error="" if state == "verified" else state)])
 
     def _event(self, cp: "Checkpoint", state: str, ok: bool = True, error: str = "") -> CheckpointReached:
-        return CheckpointReached(state, cp.name, tuple(f.path for f in cp.files), cp.iteration, cp.epoch, self._clock(), ok, error)
+        return CheckpointReached(state, cp.name, tuple(f.path for f in cp.files), cp.iteration, cp.epoch,
+                                 self._clock(), ok, error)
