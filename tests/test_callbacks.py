@@ -275,3 +275,13 @@ def test_a_bad_callback_flag_is_one_line_and_starts_nothing(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in err
     assert "unknown hook on_epoch_ends; did you mean on_epoch_end?" in err.strip().splitlines()[-1]
+
+
+def test_a_command_that_cannot_start_still_ends_the_callbacks_timeline(tmp_path):
+    recorder = Recorder("recorder")
+    config = RunConfig(command=(str(tmp_path / "no-such-trainer"),), logging=LoggingConfig(quiet=True),
+                       run=RunDirConfig(dir=str(tmp_path / "run")))
+    with pytest.raises(trainvisor.TrainvisorError):
+        Run(config, callbacks=[recorder], stdout_fd=None, stderr_fd=None).run()
+    assert [e.kind for e in recorder.seen] == ["train_begin", "train_end"]
+    assert (recorder.seen[-1].exit_code, recorder.seen[-1].stopped) == (None, False)

@@ -48,6 +48,7 @@ class _Parts:
         self.env: dict[str, str] = {}
         self.pipeline: Optional["Pipeline"] = None  # built last, once every sink is known
         self.callbacks: Optional["CallbackThread"] = None
+        self._timeline_begun = self._timeline_ended = False
         self._watching = False
 
     @classmethod
@@ -143,7 +144,7 @@ class _Parts:
                                   f"(--callback {spec})")
         registered = [load_callback(spec, cfg.options.get(spec, {})) for spec in cfg.use] + run._callbacks
         self.callbacks = CallbackThread(Dispatcher(registered, request_stop=run.request_stop), capacity=cfg.queue)
-        stack.callback(self.callbacks.close, cfg.close_timeout)  # also when the run fails before its end
+        stack.callback(self._close_timeline)  # also when the run fails before its end
         self.sinks.append(TimelineSink(self.callbacks.put))
 
     def begin_timeline(self) -> None:
@@ -151,6 +152,7 @@ class _Parts:
             from ..timeline.events import TrainBegin
 
             self.callbacks.put([TrainBegin(self.run.run_id, tuple(self.run.config.command), time.time())])
+            self._timeline_begun = True
 
     def end_timeline(self, result: "ProcessResult") -> None:
         """train_end (after the pipeline's last events and the uploads' outcomes), then the callbacks
@@ -163,6 +165,17 @@ class _Parts:
         reason = result.stop_reason if stopped else (
             f"killed by signal {-result.returncode}" if result.returncode < 0 else f"exit code {result.exit_code}")
         self.callbacks.put([TrainEnd(result.exit_code, reason, stopped, time.time())])
+        self._timeline_ended = True
+        self.callbacks.close(self.run.config.callbacks.close_timeout)
+
+    def _close_timeline(self) -> None:
+        """A run that raised after train_begin (the command could not be started) still ends its
+        callbacks' timeline, with no exit code."""
+        if self._timeline_begun and not self._timeline_ended:
+            from ..timeline.events import TrainEnd
+
+            self._timeline_ended = True
+            self.callbacks.put([TrainEnd(None, "the run failed before the training ended", False, time.time())])
         self.callbacks.close(self.run.config.callbacks.close_timeout)
 
     def new_supervisor(self) -> "Supervisor":
