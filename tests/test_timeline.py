@@ -233,3 +233,25 @@ def test_a_log_that_counts_no_epochs_has_no_epoch_end(framework, name):
     path = real_logs(framework) / name
     assert not re.search(r"\bepoch\b", path.read_text(errors="replace"), re.I)
     assert _ends(_timeline(path), "epoch_end") == []
+
+
+def test_each_rank_has_its_own_timeline():
+    """torchrun --tee: two ranks' lines interleaved; each rank's epochs are its own `Train Epoch`
+    lines' last loss and its `Test set` line (accuracy as the fraction the line prints)."""
+    from .conftest import FIXTURES
+
+    path = FIXTURES / "logs" / "ranks-torchrun-tee.log"
+    expected: dict = {}
+    for line in _read_lines(path):
+        m = re.match(r"\[default(\d)\]:Train Epoch: (\d+) .*Loss: " + NUM, line)
+        if m:
+            expected.setdefault((int(m[1]), int(m[2])), {})["train/loss"] = float(m[3])
+        m = re.match(r"\[default(\d)\]:Test set: Average loss: " + NUM + r", Accuracy: (\d+)/(\d+)", line)
+        if m:
+            rank = int(m[1])
+            epoch = max(e for r, e in expected if r == rank)
+            expected[(rank, epoch)].update({"test/loss": float(m[2]), "test/accuracy": int(m[3]) / int(m[4])})
+    events = timeline_of(trainvisor.replay(path, ranks="all").events)
+    got = {(e.rank, e.epoch): dict(e.values) for e in _ends(events, "epoch_end")}
+    assert len(got) == len(_ends(events, "epoch_end")) == 4
+    assert got == expected
