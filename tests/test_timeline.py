@@ -75,8 +75,10 @@ def lightning_reader(lines):
 
 def huggingface_reader(lines):
     """The Trainer's dict lines; an `eval_*` dict is a validation pass; an epoch is every dict whose
-    `epoch` rounds up to one number (0.22 is in epoch 1), its values the last of each key."""
-    tests, epochs = [], []
+    `epoch` rounds up to one number (0.22 is in epoch 1), its values the last of each key up to its
+    evaluation (what follows it, the end-of-training summary, a script's `evaluate()`, is after
+    the epoch's end)."""
+    tests, epochs, evaluated = [], [], False
     for line in lines:
         found = re.search(r"\{'.*'epoch': [^}]*\}", line)  # also a script's `eval_results= {...}`
         if not found:
@@ -85,11 +87,14 @@ def huggingface_reader(lines):
         number = math.ceil(d.pop("epoch") - 1e-9)
         if not epochs or epochs[-1][0] != number:
             epochs.append((number, {}))
-        if any(k.startswith("eval_") for k in d):
+            evaluated = False
+        is_eval = any(k.startswith("eval_") for k in d)
+        if is_eval:
             tests.append((number, {k[5:]: v for k, v in d.items()}))
-            epochs[-1][1].update({"val/" + k[5:]: v for k, v in d.items()})
-        else:
-            epochs[-1][1].update({"train/" + k: v for k, v in d.items()})
+        if not evaluated:
+            prefix, cut = ("val/", 5) if is_eval else ("train/", 0)
+            epochs[-1][1].update({prefix + k[cut:]: v for k, v in d.items()})
+        evaluated = evaluated or is_eval
     return tests, epochs
 
 
@@ -155,8 +160,8 @@ def yolov5_reader(lines):
         if m:
             tests.append((epoch, dict(zip(("P", "R", "mAP@.5", "mAP@.5:.95"), map(float, m.groups())))))
     epochs = {}
-    for e, vals in tests:  # the best.pt validation after the last epoch is that epoch's last
-        epochs[e] = {"val/" + k: v for k, v in vals.items()}
+    for e, vals in tests:  # an epoch's own validation (not best.pt's, validated after the last)
+        epochs.setdefault(e, {"val/" + k: v for k, v in vals.items()})
     return tests, sorted(epochs.items())
 
 
@@ -255,3 +260,40 @@ def test_each_rank_has_its_own_timeline():
     got = {(e.rank, e.epoch): dict(e.values) for e in _ends(events, "epoch_end")}
     assert len(got) == len(_ends(events, "epoch_end")) == 4
     assert got == expected
+
+
+def _by_line(events):
+    """The events in the batches a live pipeline could hand them over in: one line at a time."""
+    batches, key = [], None
+    for ev in events:
+        k = (getattr(ev, "stream", None), getattr(ev, "line", None))
+        if k != key:
+            batches.append([])
+            key = k
+        batches[-1].append(ev)
+    return batches
+
+
+@pytest.mark.parametrize("framework,name,reader,by", CASES, ids=[c[0] for c in CASES])
+def test_line_by_line_gives_the_same_timeline_as_the_whole_log(framework, name, reader, by):
+    events = trainvisor.replay(real_logs(framework) / name).events
+    from trainvisor.timeline import Timeline
+
+    timeline = Timeline()
+    fed = [ev for batch in _by_line(events) for ev in timeline.feed(batch)] + timeline.finish()
+    assert fed == timeline_of(events)
+
+
+def test_live_an_epoch_ends_with_its_validation_once_the_log_showed_that_it_does():
+    """Keras's epoch line holds its train and validation values. The first epoch ends when the
+    second begins (nothing showed yet how its epochs end); every later one with its own line."""
+    from trainvisor.timeline import Timeline
+
+    path = real_logs("keras") / "esartic-sound-cnn-30ep.log"
+    timeline = Timeline()
+    ended_at = []  # (epoch, the line of the batch that ended it)
+    for batch in _by_line(trainvisor.replay(path).events):
+        ended_at += [(e.epoch, batch[0].line) for e in timeline.feed(batch) if e.kind == "epoch_end"]
+    epoch_lines = [n for n, line in enumerate(_read_lines(path), 1) if " - val_loss: " in line]
+    assert ended_at[0] == (1, epoch_lines[1])
+    assert ended_at[1:29] == [(e, epoch_lines[e - 1]) for e in range(2, 30)]

@@ -10,16 +10,24 @@ What marks what (docs/timeline.md has the table per format):
     net, epoch and iteration. It ends at the first metric that is not one of them. A name seen
     again on the next line is the pass's progress (its later value stands: DETR's `Test: [i/N]`
     lines); seen again after other lines, it starts a new pass at the same point (YOLOv5's
-    validation of best.pt after the last epoch's). A running val/test value (a validation progress bar) is part
-    of no pass.
+    validation of best.pt after the last epoch's). A running val/test value (a validation
+    progress bar) is part of no pass.
   - an **epoch** is every metric whose epoch rounds up to one number: a whole epoch is its own
     number (Keras 1, 2 ...; Lightning 0, 1 ...), a fraction counts towards the epoch it is in
     (Hugging Face's 0.22 is in epoch 1, and 1.0 ends it). It ends at the first metric of another
     epoch (the next one begun; a number that goes back is a new training in the same log), or
-    when the stream ends. Its values are the last completed value of each `phase/name`.
-    Why not end it when its validation pass ends? A pass is known to have ended only when the
-    next metric comes, which is the next epoch's in every log we have; and in some a validation
-    value at a whole epoch is not the epoch's last (Gluon's `[Epoch 0][Batch 50] ... val_AP=`).
+    when the stream ends, or, once the stream has shown that its epochs end with their
+    validation, when its validation pass is complete (below). Its values are the last completed
+    value of each `phase/name`; a value of an epoch that has ended is late: in no epoch_end.
+  - **an epoch ends with its validation** when the epoch before it did: exactly one pass, its
+    last completed values, each name once (no progress lines). Then a pass of the same phase and
+    test net that holds every name of that pass is complete, and its epoch with it, as soon as
+    the line it ends on is (the next record is on another line, or the pipeline's batch ends; a
+    line's records are never split between batches, so a replay and a live run agree). Without
+    that, a pass is known to have ended only when the next record comes, which is the next
+    epoch's; and a stream whose epochs hold several passes (Gluon's `[Epoch 0][Batch 50] ...
+    val_AP=` on every batch line) or values after their pass (Caffe's iteration after its test)
+    never learns it.
   - announced checkpoints: consecutive `CheckpointEvent`s with one iteration and epoch (Caffe's
     weights and solver state) are one checkpoint.
 Whatever is open when the stream ends is complete then: `finish()` gives it. Each rank
@@ -52,22 +60,27 @@ def _next_line(last: Metric, m: Metric) -> bool:
 class _Group:
     """Values gathered under one key until something that is not part of them arrives."""
 
-    __slots__ = ("key", "values", "last", "running")
+    __slots__ = ("key", "values", "last", "running", "progress")
 
     def __init__(self, key: tuple, m: Metric) -> None:
-        self.key, self.values, self.last, self.running = key, {}, m, False
+        self.key, self.values, self.last, self.running, self.progress = key, {}, m, False, False
 
     def add(self, m: Metric) -> None:
+        if m.name in self.values:
+            self.progress = True  # a name again on the next line (a test pass's progress lines)
         self.values[m.name] = m.value
         self.last = m
         self.running = self.running or m.running
 
 
 class _Epoch:
-    __slots__ = ("number", "values", "last")
+    __slots__ = ("number", "values", "last", "passes", "shape", "test_last")
 
     def __init__(self, number: int, m: Metric) -> None:
         self.number, self.values, self.last = number, {}, m
+        self.passes = 0
+        self.shape: Optional[tuple] = None  # (phase, test_net, names) of its last pass, if it had no progress
+        self.test_last = False  # its last completed value was a test pass's
 
 
 class _RankTimeline:
@@ -77,11 +90,25 @@ class _RankTimeline:
         self.batch: Optional[_Group] = None
         self.test: Optional[_Group] = None
         self.epoch: Optional[_Epoch] = None
+        self.learned: Optional[tuple] = None  # the pass an epoch ends with, once the stream showed it
+        self.ended: Optional[int] = None  # an epoch ended with its pass: its later values are late
+        self.late = 0
+
+    def moved_to(self, stream: str, line: int, out: list) -> None:
+        """A record on `stream`'s `line` came: the open pass's line is complete if it was another."""
+        t = self.test
+        if t is not None and (line != t.last.line or stream != t.last.stream):
+            self.settle(out)
 
     def feed(self, m: Metric, out: list) -> None:
+        self.moved_to(m.stream, m.line, out)
         self._close_groups(m, out)
         if m.epoch is not None:
-            self._enter_epoch(epoch_number(m.epoch), m, out)
+            number = epoch_number(m.epoch)
+            if self.epoch is None and number == self.ended:
+                self.late += not m.running
+            else:
+                self._enter_epoch(number, m, out)
         if m.phase == _TRAIN:
             if m.iteration is not None:
                 if self.batch is None:
@@ -91,10 +118,21 @@ class _RankTimeline:
             if self.test is None:
                 self.test = _Group((m.phase, m.test_net, m.epoch, m.iteration), m)
             self.test.add(m)
-        if m.epoch is not None and not m.running:
-            ep = self.epoch
+        ep = self.epoch
+        if ep is not None and m.epoch is not None and not m.running:
             ep.values[m.phase + "/" + m.name] = m.value
             ep.last = m
+            ep.test_last = m.phase != _TRAIN
+
+    def settle(self, out: list) -> None:
+        """End the open pass and its epoch if the stream showed its epochs end with such a pass
+        and this one holds all of that pass's names (called when the pass's line is complete)."""
+        t, ep, learned = self.test, self.epoch, self.learned
+        if t is None or ep is None or learned is None or t.key[2] is None:
+            return
+        if t.key[:2] == learned[0] and learned[1] <= t.values.keys() and epoch_number(t.key[2]) == ep.number:
+            self._end_test(out)
+            self._end_epoch(out, with_pass=True)
 
     def _close_groups(self, m: Metric, out: list) -> None:
         """End the batch and the test pass `m` is not part of."""
@@ -113,7 +151,7 @@ class _RankTimeline:
             return
         if ep is not None:
             self._end_epoch(out)
-        self.epoch = _Epoch(number, m)
+        self.epoch, self.ended = _Epoch(number, m), None
 
     def _end_batch(self, out: list) -> None:
         b, self.batch = self.batch, None
@@ -127,11 +165,19 @@ class _RankTimeline:
         phase, test_net, epoch, iteration = t.key
         out.append(TestEnd(phase, test_net, epoch, iteration, frozen_values(t.values), m.line, m.stream, m.rank,
                            m.wall_time))
+        ep = self.epoch
+        if ep is not None and epoch is not None and epoch_number(epoch) == ep.number:
+            ep.passes += 1
+            ep.shape = None if t.progress else ((phase, test_net), frozenset(t.values))
 
-    def _end_epoch(self, out: list) -> None:
+    def _end_epoch(self, out: list, with_pass: bool = False) -> None:
         ep, self.epoch = self.epoch, None
         m = ep.last
         out.append(EpochEnd(ep.number, m.iteration, frozen_values(ep.values), m.line, m.stream, m.rank, m.wall_time))
+        if with_pass:
+            self.ended = ep.number
+        else:  # what this epoch shows is what the next ones will do
+            self.learned = ep.shape if ep.passes == 1 and ep.test_last else None
 
     def finish(self, out: list) -> None:
         if self.batch is not None:
@@ -161,8 +207,17 @@ class Timeline:
                     rank = self._ranks[ev.rank] = _RankTimeline()
                 rank.feed(ev, out)
             elif type(ev) is CheckpointEvent:
+                for rank in self._ranks.values():  # in the order of the lines, however they were batched
+                    rank.moved_to(ev.stream, ev.line, out)
                 self._announced(ev, out)
+        for rank in self._ranks.values():  # the batch ends with complete lines
+            rank.settle(out)
         return out
+
+    @property
+    def late_values(self) -> int:
+        """Completed values that came after their epoch had ended with its pass (in no epoch_end)."""
+        return sum(r.late for r in self._ranks.values())
 
     def finish(self) -> list[TimelineEvent]:
         out: list[TimelineEvent] = []
