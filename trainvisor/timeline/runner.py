@@ -145,6 +145,9 @@ class TimelineSink:
         if not self._closed:
             self._closed = True
             self._out(self.timeline.finish())
+            if self.timeline.late_values:
+                log.info("timeline: %d value(s) came after their epoch had ended with its validation (in no "
+                         "epoch_end; see docs/timeline.md)", self.timeline.late_values)
 
 
 class CheckpointForward:
