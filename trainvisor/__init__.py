@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .run import Run, RunSummary
     from .run.live import RunResult, supervise
     from .supervisor import ProcessResult, Supervisor
+    from .timeline import Callback, timeline_of
 
 _EXPORTS = {
     "TrainvisorError": "errors",
@@ -68,6 +69,8 @@ _EXPORTS = {
     "supervise": "run.live",
     "ProcessResult": "supervisor",
     "Supervisor": "supervisor",
+    "Callback": "timeline",
+    "timeline_of": "timeline",
 }
 
 __all__ = ["__version__", *_EXPORTS]

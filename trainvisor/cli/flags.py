@@ -74,6 +74,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
     Flag("--stop-when", ("stop", "when"), metavar="RULE"),
+    Flag("--callback", ("callbacks", "use"), metavar="MODULE:CLASS"),
 )
 
 _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}

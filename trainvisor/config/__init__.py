@@ -8,6 +8,7 @@ from .schema import (  # noqa: F401  (the public names; __all__ is the schema's)
     ProcessConfig,
     RunConfig,
     RunDirConfig,
+    CallbacksConfig,
     SinksConfig,
     StopConfig,
     UploadConfig,

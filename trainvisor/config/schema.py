@@ -32,6 +32,7 @@ __all__ = [
     "LoggingConfig",
     "RunDirConfig",
     "StopConfig",
+    "CallbacksConfig",
     "DEFAULT_RUNS_ROOT",
     "DEFAULT_MAX_LINE_BYTES",
 ]
@@ -179,6 +180,23 @@ class StopConfig(Section):
     when: tuple[str, ...] = setting((), check=stop_rules, shows_value=True,
                                     help="Stop rules: when one holds, the training gets SIGINT (then SIGTERM after "
                                          "process.stop_grace) and the run exits 4, naming the rule, line and value.")
+class CallbacksConfig(Section):
+    """Callbacks of the training's timeline (train_begin, batch_end, epoch_end, test_end,
+    checkpoint, train_end), on their own thread: `use` names them as module:Class, each made
+    with its `options` table."""
+
+    section_key: ClassVar[str] = "callbacks"
+
+    use: tuple[str, ...] = setting((), help="Callbacks as module:Class (a class, factory or object with "
+                                            "on_<event> methods), checked before the training starts.")
+    options: Mapping[str, Mapping[str, Any]] = setting(
+        _EMPTY, help="Keyword arguments of each callback in `use`, by its module:Class spec.")
+    queue: int = setting(defaults.CALLBACK_QUEUE, check=positive,
+                         help="batch_end events the callbacks may fall behind by; more are dropped and counted "
+                              "(no other event is dropped).")
+    close_timeout: float = setting(defaults.CALLBACK_CLOSE_TIMEOUT, check=finite_non_negative,
+                                   help="At the end, seconds the run waits for the callbacks; a callback still "
+                                        "busy then is abandoned.")
 
 
 @dataclass(frozen=True)
@@ -196,6 +214,7 @@ class RunConfig(Section):
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     run: RunDirConfig = field(default_factory=RunDirConfig)
     stop: StopConfig = field(default_factory=StopConfig)
+    callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Optional[str] = None) -> "RunConfig":

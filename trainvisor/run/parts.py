@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..stoprules import Firing, StopRuleSink
     from ..stream.pipeline import Pipeline
     from ..supervisor.supervisor import ProcessResult, Supervisor
+    from ..timeline.runner import CallbackThread
     from ..uploaders.manager import UploadManager
     from ..watch.watcher import CheckpointWatcher
     from .run import Run
@@ -48,6 +49,8 @@ class _Parts:
         self.env: dict[str, str] = {}
         self.pipeline: Optional["Pipeline"] = None  # built last, once every sink is known
         self.stop_rules: Optional["StopRuleSink"] = None
+        self.callbacks: Optional["CallbackThread"] = None
+        self._timeline_begun = self._timeline_ended = False
         self._watching = False
 
     @classmethod
@@ -70,6 +73,7 @@ class _Parts:
         stats_sink = StatsSink(keep_last=True, on_notice=_log_notice)
         parts = cls(run, parser, jsonl, counted, stats_sink)
         parts.env = {**cfg.process.env, **logging_.env}
+        parts._build_callbacks(stack)
         parts._build_checkpoints(stack)
         parts._build_stop_rules()
         parts.pipeline = Pipeline(parts.parser, sinks=parts.sinks, hooks=run._hooks)
@@ -116,7 +120,12 @@ class _Parts:
                      "checkpoints in are watched", cfg.upload.to)
         from ..watch.record import CheckpointRecord, FanOut
 
-        consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + ([self.manager] if self.manager else [])
+        uploads = [self.manager] if self.manager else []
+        if self.callbacks is not None:  # the sets, then their upload outcomes, as checkpoint events
+            from ..timeline.runner import CheckpointForward
+
+            uploads = [CheckpointForward(self.callbacks.put, self.manager)]
+        consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + uploads
         self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
                                      iters_per_epoch=cfg.parsing.iters_per_epoch, shallow=shallow)
         self.sinks.append(self.watcher.announcement_sink())
@@ -137,6 +146,56 @@ class _Parts:
         self.stop_rules = build_stop_rules(run.config.stop, fire)
         if self.stop_rules is not None:
             self.sinks.append(self.stop_rules)
+    def _build_callbacks(self, stack: contextlib.ExitStack) -> None:
+        """The callbacks `callbacks.use` names (imported, made, checked) and the caller's, on their own
+        thread, fed by the timeline of the metric stream (an inline sink: it sees every record)."""
+        run, cfg = self.run, self.run.config.callbacks
+        if not (cfg.use or cfg.options or run._callbacks):
+            return
+        from ..errors import ConfigError
+        from ..timeline.callbacks import load_callback
+        from ..timeline.dispatch import Dispatcher
+        from ..timeline.runner import CallbackThread, TimelineSink
+
+        for spec in cfg.options:
+            if spec not in cfg.use:
+                raise ConfigError(f"callbacks.options.{spec}: no callback {spec!r} in callbacks.use "
+                                  f"(--callback {spec})")
+        registered = [load_callback(spec, cfg.options.get(spec, {})) for spec in cfg.use] + run._callbacks
+        self.callbacks = CallbackThread(Dispatcher(registered, request_stop=run.request_stop), capacity=cfg.queue)
+        stack.callback(self._close_timeline)  # also when the run fails before its end
+        self.sinks.append(TimelineSink(self.callbacks.put))
+
+    def begin_timeline(self) -> None:
+        if self.callbacks is not None:
+            from ..timeline.events import TrainBegin
+
+            self.callbacks.put([TrainBegin(self.run.run_id, tuple(self.run.config.command), time.time())])
+            self._timeline_begun = True
+
+    def end_timeline(self, result: "ProcessResult") -> None:
+        """train_end (after the pipeline's last events and the uploads' outcomes), then the callbacks
+        get `callbacks.close_timeout` to finish."""
+        if self.callbacks is None:
+            return
+        from ..timeline.events import TrainEnd
+
+        stopped = result.stop_reason is not None
+        reason = result.stop_reason if stopped else (
+            f"killed by signal {-result.returncode}" if result.returncode < 0 else f"exit code {result.exit_code}")
+        self.callbacks.put([TrainEnd(result.exit_code, reason, stopped, time.time())])
+        self._timeline_ended = True
+        self.callbacks.close(self.run.config.callbacks.close_timeout)
+
+    def _close_timeline(self) -> None:
+        """A run that raised after train_begin (the command could not be started) still ends its
+        callbacks' timeline, with no exit code."""
+        if self._timeline_begun and not self._timeline_ended:
+            from ..timeline.events import TrainEnd
+
+            self._timeline_ended = True
+            self.callbacks.put([TrainEnd(None, "the run failed before the training ended", False, time.time())])
+        self.callbacks.close(self.run.config.callbacks.close_timeout)
 
     def new_supervisor(self) -> "Supervisor":
         from ..stream.source import Channel
@@ -243,7 +302,8 @@ class _Parts:
             metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
             unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,
             signalled_by=result.signalled_by,
-            faults=tuple(FaultCount(c, n) for c, n in sorted(self.pipeline.faults.counts.items())),
+            faults=tuple(FaultCount(c, n) for c, n in sorted({**self.pipeline.faults.counts, **(
+                self.callbacks.dispatcher.faults.counts if self.callbacks is not None else {})}.items())),
             metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,

@@ -11,7 +11,8 @@ CLI is a face over this class). The order is the contract:
      over), uploads drained, a `RunSummary`.
 The Run is the training's control handle: `request_stop(reason)` from any thread ends it
 (SIGINT, SIGTERM after a grace, then the kill timeout), and the summary says why. Python users
-may pass objects the config cannot name: a parser, line hooks, extra sinks, an uploader.
+may pass objects the config cannot name: a parser, line hooks, extra sinks, an uploader,
+callbacks of the training's timeline (trainvisor/timeline/).
 Everything started is stopped on the way out, whatever raised.
 """
 from __future__ import annotations
@@ -58,9 +59,13 @@ class Run:
 
     def __init__(self, config: RunConfig, *, parser: object = None, hooks: Sequence[Callable] = (),
                  sinks: Sequence[object] = (), uploader: object = None, stdout_fd: Optional[int] = 1,
-                 stderr_fd: Optional[int] = 2, supervisor_factory: Optional[Callable[..., object]] = None) -> None:
+                 stderr_fd: Optional[int] = 2, supervisor_factory: Optional[Callable[..., object]] = None,
+                 callbacks: Sequence[object] = ()) -> None:
         if not config.command:
             raise ConfigError("command: no command given (trainvisor run [OPTIONS] -- CMD [ARGS...])")
+        from ..timeline.callbacks import register_all
+
+        self._callbacks = register_all(callbacks)  # checked now: a misspelled hook fails before anything starts
         self.config = config
         # The id a new directory gets; a directory that exists keeps its own (known at start()).
         self.run_id = config.run.id or new_run_id()
@@ -133,6 +138,8 @@ class Run:
         if self._attempts:
             self.attempt = self._rundir.next_attempt().attempt  # type: ignore[union-attr]
             parts.restart_parser(self.attempt)
+        if not self._attempts:
+            parts.begin_timeline()
         self._attempts += 1
         log.info("run %s attempt %d: %s (parser %s, metrics %s)", self.run_id, self.attempt,
                  " ".join(self.config.command), getattr(parts.parser, "name", type(parts.parser).__name__),
@@ -159,6 +166,7 @@ class Run:
         if self._last is None:
             raise RuntimeError("Run.finish() before any attempt (call run() or run_attempt())")
         parts.finish()
+        parts.end_timeline(self._last)
         self.summary = parts.summarise(self._last, attempts=self._attempts)
         return self.summary
 
