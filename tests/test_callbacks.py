@@ -5,6 +5,7 @@ queue drops batch_end events only."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from trainvisor.timeline.callbacks import load_callback
 from trainvisor.timeline.dispatch import Dispatcher
 from trainvisor.timeline.runner import CallbackThread
 
-from .conftest import FAKE_CAFFE, FIXTURES, real_logs
+from .conftest import FAKE_CAFFE, FIXTURES, ROOT, real_logs
 from .test_import_map import _offenders
 
 LOG = FIXTURES / "logs" / "lenet-newyear.log"
@@ -254,6 +255,12 @@ def test_two_callbacks_both_see_every_event_when_one_votes_to_stop(tmp_path):
     assert ("complete", True) in states and ("verified", True) in states
 
 
+def _env_with_tests() -> dict:
+    """The checkout on the child's path, so `tests.timeline_callbacks` imports from any cwd (the
+    package itself is installed; the tests folder is not)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 def test_the_callback_flag_and_its_options_from_the_config_file(tmp_path):
     out = tmp_path / "events.jsonl"
     spec = "tests.timeline_callbacks:EventLog"
@@ -261,7 +268,7 @@ def test_the_callback_flag_and_its_options_from_the_config_file(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "-q", "--config", "tv.json", "--callback", spec,
                            "--run-dir", "r", "--parser", "caffe", "--year", "2026", "--",
                            sys.executable, str(FAKE_CAFFE), str(LOG), "--no-snapshots"],
-                          cwd=tmp_path, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+                          cwd=tmp_path, capture_output=True, timeout=120, stdin=subprocess.DEVNULL, env=_env_with_tests())
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["iteration"] for r in records if r["kind"] == "test_end"] == TESTS_OF_LOG
@@ -271,7 +278,7 @@ def test_the_callback_flag_and_its_options_from_the_config_file(tmp_path):
 def test_a_bad_callback_flag_is_one_line_and_starts_nothing(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--run-dir", "r", "--callback",
                            "tests.timeline_callbacks:Misspelled", "--", "true"],
-                          cwd=tmp_path, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+                          cwd=tmp_path, capture_output=True, timeout=60, stdin=subprocess.DEVNULL, env=_env_with_tests())
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "Traceback" not in err
     assert "unknown hook on_epoch_ends; did you mean on_epoch_end?" in err.strip().splitlines()[-1]

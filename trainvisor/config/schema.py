@@ -180,6 +180,9 @@ class StopConfig(Section):
     when: tuple[str, ...] = setting((), check=stop_rules, shows_value=True,
                                     help="Stop rules: when one holds, the training gets SIGINT (then SIGTERM after "
                                          "process.stop_grace) and the run exits 4, naming the rule, line and value.")
+
+
+@dataclass(frozen=True)
 class CallbacksConfig(Section):
     """Callbacks of the training's timeline (train_begin, batch_end, epoch_end, test_end,
     checkpoint, train_end), on their own thread: `use` names them as module:Class, each made
