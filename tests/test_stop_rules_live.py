@@ -124,3 +124,21 @@ def test_the_run_api_records_the_firing_in_the_summary(tmp_path):
     assert (summary.exit_code, summary.returncode, summary.stop_rule) == (EXIT_STOPPED, 0, firing)
     assert summary.stop_reason == firing.describe()
     assert summary.warnings == ()  # both rules read metrics: nothing unapplied
+
+
+def test_a_caffe_loss_pinned_at_87_3365_is_stopped_by_the_divergence_rule(tmp_path):
+    # No log in ../shared/real-logs shows it, so fake-caffe generates what Caffe prints once a
+    # training diverged: every loss 87.3365 (-log(FLT_MIN)). The rule fires at the first such
+    # train loss, not at the test net's (phase test) that may come first.
+    from fixtures.caffe_log import DIVERGED_LOSS, generate_caffe_log
+
+    log = tmp_path / "diverging.log"
+    log.write_text("".join(generate_caffe_log(max_iter=2000, display=50, test_interval=500, snapshot=10000,
+                                              diverge_at=1210)))
+    lines = log.read_text().splitlines()
+    # Caffe's `loss` is the train net's output line (the iteration line's is `total_loss`)
+    first = next(n for n, text in enumerate(lines, 1) if f"Train net output #0: loss = {DIVERGED_LOSS:g}" in text)
+    assert lines[first - 2].split("] ", 1)[1].startswith("Iteration 1250 (")
+    proc = _run(tmp_path, log, ["train/loss > 10 * min(train/loss)"], "--parser", "caffe")
+    _assert_stopped_at(proc, tmp_path, "train/loss > 10 * min(train/loss)", "stderr", first, repr(DIVERGED_LOSS),
+                       "train/loss", 1250)
