@@ -35,12 +35,14 @@ def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Pars
     return RankRouter(lambda: select_parser(cfg.parser, options, rules=cfg.rules), parse_rank_selection(cfg.ranks))
 
 
-def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = ()) -> list:
+def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = (), context: object = None) -> list:
     """The run's sinks, each counted (`counts()`): its JSONL file, the registered sinks `sinks.use`
     names, made with their `sinks.options`, and the caller's objects, all checked before the child
     starts. A registered sink runs on its own thread unless registered `inline`; a caller's object
     runs inline unless it says `inline = False`, as every object passed to `Run` always has (it may
-    count on being called on the pipeline thread, in order with the others)."""
+    count on being called on the pipeline thread, in order with the others). `context` (the run's
+    id, directory and masked configuration: `sinks.base.SinkContext`) goes to the factories that
+    ask for it."""
     from ..sinks.threaded import CloseDeadline, CountingSink, ThreadedSink
 
     deadline = CloseDeadline(cfg.close_timeout)
@@ -59,7 +61,7 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
                 if name not in cfg.use:
                     raise ConfigError(f"sinks.options.{name}: no sink {name!r} in sinks.use (--sink {name})")
             for name in cfg.use:
-                info, sink = make_sink(name, cfg.options.get(name, {}))
+                info, sink = make_sink(name, cfg.options.get(name, {}), context=context)
                 add(sink, name, info.inline)
             for obj in objects:
                 check_sink(obj, str(getattr(obj, "name", None) or type(obj).__qualname__))

@@ -58,7 +58,7 @@ class _Parts:
         parser = _new_parser(run)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
         jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt})
-        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks)
+        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks, context=_sink_context(run))
         stack.callback(_close_sinks, counted)  # the pipeline closes them; this, when a run fails before
         # Always counted (a run that parsed nothing says so); the last values only for a summary.
         stats_sink = StatsSink(keep_last=bool(cfg.logging.summary or (cfg.logging.summary is None
@@ -142,6 +142,21 @@ class _Parts:
             self._watching = True
         return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
 
+    def tell_outcome(self, result: "ProcessResult") -> None:
+        """How the training ended, to each sink that asks (`set_outcome(exit_code, stopped)`: the
+        MLflow run's status), before the sinks are closed; a failing one is logged, never fatal.
+        `stopped`: stopped on request, or by a signal trainvisor forwarded (a Ctrl-C)."""
+        stopped = result.stop_reason is not None or result.signalled_by is not None
+        exit_code = EXIT_STOPPED if result.stop_reason is not None else result.exit_code
+        for counted in self.counted:
+            sink = getattr(counted, "sink", counted)  # the sink behind its counting wrapper
+            hook = getattr(sink, "set_outcome", None)
+            if callable(hook):
+                try:
+                    hook(exit_code, stopped)
+                except Exception as exc:
+                    log.error("sink %s: set_outcome failed: %s: %s", counted.name, type(exc).__name__, exc)
+
     def finish(self) -> None:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the
         uploads drained within `upload.drain_timeout` of the training's end."""
@@ -224,6 +239,14 @@ def _new_parser(run: "Run") -> "Parser":
 
     cfg = run.config
     return build_parser(cfg.parsing, argv=cfg.command, year=time.localtime().tm_year)
+
+
+def _sink_context(run: "Run") -> object:
+    """What the run tells the sinks that ask: its id, directory and masked configuration."""
+    from ..config.convert import to_dict
+    from ..sinks.base import SinkContext
+
+    return SinkContext(run.run_id, str(run.run_dir), to_dict(run.config, mask_secrets=True))
 
 
 def _close_sinks(sinks: list) -> None:

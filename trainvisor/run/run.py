@@ -157,6 +157,7 @@ class Run:
         parts = self._started()
         if self._last is None:
             raise RuntimeError("Run.finish() before any attempt (call run() or run_attempt())")
+        parts.tell_outcome(self._last)  # before the sinks close: an MLflow run ends with its status
         parts.finish()
         self.summary = parts.summarise(self._last, attempts=self._attempts)
         return self.summary

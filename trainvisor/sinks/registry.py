@@ -78,13 +78,18 @@ def get_sink_info(name: str) -> SinkInfo:
     raise _unknown(name)
 
 
-def make_sink(name: str, options: Mapping[str, Any]) -> tuple[SinkInfo, object]:
-    """The sink `name` made with `options`, checked; a one-line ConfigError naming it otherwise."""
+def make_sink(name: str, options: Mapping[str, Any], *, context: Any = None) -> tuple[SinkInfo, object]:
+    """The sink `name` made with `options`, checked; a one-line ConfigError naming it otherwise.
+    `context` (a `base.SinkContext`: the run's id, directory, configuration) is passed to a
+    factory that has a `context` parameter, and only to such a factory."""
     info = get_sink_info(name)
+    kwargs = _plain(options)
+    if context is not None and _accepts(info.factory, "context"):
+        kwargs["context"] = context
     try:
-        sink = info.factory(**_plain(options))
+        sink = info.factory(**kwargs)
     except Exception as exc:  # a bad option or a failing constructor: the user's to fix, before the child starts
-        raise ConfigError(f"sink {name!r}: cannot be made with options {_plain(options)!r}: "
+        raise ConfigError(f"sink {name!r}: cannot be made with options {_shown(options)!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
     check_sink(sink, name)
     return info, sink
@@ -136,6 +141,22 @@ def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
         return [thaw(x) for x in v] if isinstance(v, tuple) else v
 
     return {str(k): thaw(v) for k, v in options.items()}
+
+
+def _shown(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options as an error shows them: a password in a URL value masked (a tracking URI)."""
+    from ..secrets import mask_url
+
+    return {k: mask_url(v) if isinstance(v, str) else v for k, v in _plain(options).items()}
+
+
+def _accepts(factory: Callable[..., object], parameter: str) -> bool:
+    import inspect
+
+    try:
+        return parameter in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature takes no context
+        return False
 
 
 def _first_line(obj: object) -> str:
@@ -204,3 +225,4 @@ def _phase_csv(dir: str = "") -> object:
 
 register_sink("tensorboard", _tensorboard)  # its own thread: the writer's import and I/O stay off the pipeline
 register_sink("csv", _phase_csv, inline=True)
+
