@@ -33,6 +33,7 @@ DEFAULT_RANK_WAIT = 1000
 DEFAULT_RANK_WAIT_SECONDS = 30.0
 
 Emit = Callable[[str, int, Metric], None]
+Tag = Callable[[Metric, bool], str]
 
 
 def scalar_tag(m: Metric, with_rank: bool) -> str:
@@ -58,12 +59,14 @@ def scalar_step(m: Metric) -> Optional[int]:
 class ScalarNamer:
     """Names and steps every metric it is given and hands each to `emit(tag, step, metric)`, in
     order, holding ranked records back until their names are settled (see the module's
-    docstring). Not thread-safe: it lives on its sink's thread."""
+    docstring). `tag(metric, with_rank)` makes a name (`scalar_tag`, or a sink's variant of it).
+    Not thread-safe: it lives on its sink's thread."""
 
     def __init__(self, emit: Emit, *, rank_wait: int = DEFAULT_RANK_WAIT,
                  rank_wait_seconds: float = DEFAULT_RANK_WAIT_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, tag: Tag = scalar_tag) -> None:
         self._emit = emit
+        self._tag = tag
         self.rank_wait = int(rank_wait)
         self.rank_wait_seconds = float(rank_wait_seconds)
         self._clock = clock
@@ -104,7 +107,7 @@ class ScalarNamer:
             self.release()
 
     def _name(self, m: Metric) -> None:
-        tag = scalar_tag(m, len(self._ranks) > 1 and m.rank not in self._plain)
+        tag = self._tag(m, len(self._ranks) > 1 and m.rank not in self._plain)
         step = scalar_step(m)
         if step is None:
             step = self._counts.get(tag, 0)
