@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
+import signal
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from trainvisor.sinks.registry import make_sink  # noqa: E402
 from trainvisor.sinks.threaded import CloseDeadline, ThreadedSink  # noqa: E402
 
 from .conftest import FAKE_CAFFE, ROOT, real_logs  # noqa: E402
+from .scalar_helpers import expected_scalars  # noqa: E402
 
 GENERATED_METRICS = 91  # fake-caffe's generated 600-iteration log: the metrics the run's JSONL holds
 
@@ -62,17 +62,8 @@ def _history(client: MlflowClient, run) -> dict:
 
 
 def _expected(metrics: list) -> dict:
-    """What metrics.jsonl says MLflow must hold, by the documented naming (README, "Sinks")."""
-    want: dict = defaultdict(list)
-    for m in metrics:
-        phase = m.phase + (str(m.test_net) if m.test_net else "")
-        key = re.sub(r"[^-/\w.]", "_", ("running/" if m.running else "") + f"{phase}/{m.name}")
-        if m.iteration is not None:
-            step = m.iteration
-        else:  # the epoch; where there is none either, how many values the key had before
-            step = int(m.epoch) if m.epoch is not None else len(want[key])
-        want[key].append((step, m.value))
-    return want
+    """What metrics.jsonl says MLflow must hold (float64: every value as it is)."""
+    return expected_scalars(metrics)
 
 
 def _same(got: list, want: list) -> bool:
@@ -238,13 +229,18 @@ def test_a_training_stopped_on_request_is_killed(tmp_path):
     assert mlrun.info.status == "KILLED"
 
 
-def test_trainvisor_run_with_sink_mlflow_writes_the_run_dir_store(tmp_path):
+def _cli(tmp_path: Path, *fake_caffe_args: str) -> tuple[list, dict]:
+    """`trainvisor run --sink mlflow` over fake-caffe: its argv and environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINVISOR", "MLFLOW_"))}
     env.update(PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8", TRAINVISOR_OFFLINE="1", MLFLOW_ALLOW_FILE_STORE="true")
-    proc = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--sink", "mlflow", "--year", "2026",
-                           "--parser", "caffe", "--run-dir", str(tmp_path / "run"), "--", sys.executable,
-                           str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    return [sys.executable, "-m", "trainvisor", "run", "--sink", "mlflow", "--year", "2026", "--parser", "caffe",
+            "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(FAKE_CAFFE), "train", "--generate", "600",
+            "--no-snapshots", *fake_caffe_args], env
+
+
+def test_trainvisor_run_with_sink_mlflow_writes_the_run_dir_store(tmp_path):
+    argv, env = _cli(tmp_path)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     uri = "file:" + str(tmp_path / "run" / "mlruns")  # the default: the run directory's own store
     client, run = _only_run(uri)
@@ -255,6 +251,29 @@ def test_trainvisor_run_with_sink_mlflow_writes_the_run_dir_store(tmp_path):
     assert run.info.status == "FINISHED" and run.data.params["sinks.use"] == '["mlflow"]'
     logged = "".join(p.read_text() for p in (tmp_path / "run").glob("*.log"))
     assert f"mlflow sink: run {run.info.run_id} in experiment 'trainvisor' at {uri}" in logged
+
+
+def test_trainvisor_terminated_mid_training_ends_the_mlflow_run_killed(tmp_path):
+    argv, env = _cli(tmp_path, "--rate", "40")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        for number, _line in enumerate(proc.stderr, 1):  # the training's lines, as it prints them
+            if number == 60:
+                proc.send_signal(signal.SIGTERM)  # what a scheduler sends: forwarded to the training
+                break
+        proc.stderr.read()
+        assert proc.wait(timeout=60) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    client, run = _only_run("file:" + str(tmp_path / "run" / "mlruns"))
+    assert run.info.status == "KILLED"
+    records = [e for e in read_jsonl(tmp_path / "run" / "metrics.jsonl") if isinstance(e, trainvisor.Metric)]
+    assert 0 < len(records) < GENERATED_METRICS  # it was stopped mid-run
+    got, want = _history(client, run), _expected(records)
+    assert sorted(got) == sorted(want) and all(_same(got[k], want[k]) for k in want)
 
 
 def test_a_store_that_cannot_be_written_is_counted_and_the_training_is_unaffected(tmp_path):
