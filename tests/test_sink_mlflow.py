@@ -309,6 +309,7 @@ def test_the_local_store_without_mlflows_opt_in_is_one_line_before_the_training(
     with pytest.raises(ConfigError) as err:
         make_sink("mlflow", {}, context=SinkContext("r1", str(tmp_path)))
     message = str(err.value)
+    assert message.startswith("sink 'mlflow': MLflow writes its local store")  # said once, not wrapped
     assert "\n" not in message and "MLFLOW_ALLOW_FILE_STORE=true" in message
     assert f"file:{tmp_path}/mlruns" in message  # the default: RUN_DIR/mlruns
 
