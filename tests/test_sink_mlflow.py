@@ -113,11 +113,12 @@ def test_every_metric_of_metrics_jsonl_is_in_mlflow_with_its_value_and_step(tmp_
 
 def test_detectron2_evaluation_keys_keep_their_groups(tmp_path):
     _, client, run = _replay(real_logs("detectron2") / "bupt-d2-rpn-fpn-backbone-fpn.log", tmp_path,
-                             experiment="d2", run_name="fpn", tags={"team": "vision"})
+                             experiment="d2", run_name="fpn", tags={"team": "vision", "owner@site": "ml"})
     got = _history(client, run)
     assert got["val/box_proposals/AR_100"][0][0] == 89999  # the final evaluation's iteration
     assert "val/box_proposals/ARs_1000" in got
     assert run.info.run_name == "fpn" and run.data.tags["team"] == "vision"
+    assert run.data.tags["owner_site"] == "ml"  # `@` is not in a key MLflow takes: `_`, as in metric keys
 
 
 def test_nan_losses_are_sent_and_come_back(tmp_path):

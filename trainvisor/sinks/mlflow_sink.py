@@ -34,6 +34,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -43,7 +44,7 @@ from ..secrets import mask_url
 from .base import SinkContext
 from .scalars import DEFAULT_RANK_WAIT, DEFAULT_RANK_WAIT_SECONDS, ScalarNamer, scalar_tag
 
-__all__ = ["MlflowSink", "tracking_uri_for", "flat_params", "run_status", "metric_key"]
+__all__ = ["MlflowSink", "tracking_uri_for", "flat_params", "run_status", "metric_key", "safe_key"]
 
 log = logging.getLogger("trainvisor.sinks")
 
@@ -52,6 +53,7 @@ MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE = 6000
 MAX_KEY = 250
+_REFUSED = re.compile(r"[^-/\w. :]")  # what MLflow does not take in a key (mlflow.utils.validation)
 DEFAULT_EXPERIMENT = "trainvisor"
 DEFAULT_RETRY_SECONDS = 30.0
 _TRUE = ("1", "true")
@@ -73,7 +75,7 @@ def _is_file_store(uri: str) -> bool:
 
 def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """`{"upload": {"to": "s3://b"}}` -> `{"upload.to": "s3://b"}`: strings as they are (a URL's
-    password masked), anything else as JSON; an empty table kept as `{}`."""
+    password masked), anything else as JSON; an empty table kept as `{}`; keys made safe."""
     out: dict[str, str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
@@ -81,7 +83,7 @@ def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
             out.update(flat_params(value, name + "."))
             continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
-        out[name[:MAX_KEY]] = mask_url(text)[:MAX_PARAM_VALUE]
+        out[safe_key(name)] = mask_url(text)[:MAX_PARAM_VALUE]
     return out
 
 
@@ -96,12 +98,18 @@ def metric_key(m: Metric, with_rank: bool) -> str:
     """The MLflow key of `m`: `scalar_tag`'s name, but a rank goes in front (`rank1/train/loss`,
     not `train/loss/rank1`): MLflow's file store keeps a key as a file path, and `train/loss`
     (the rank seen alone first) cannot be both a file and the folder of `train/loss/rank1`. The
-    ranks get a section each in MLflow's UI. An empty, `.` or `..` path part, which MLflow
-    refuses, becomes `_`; a key is cut at 250 characters (MLflow's limit)."""
+    ranks get a section each in MLflow's UI."""
     tag = scalar_tag(m, False)
     if with_rank and m.rank is not None:
         tag = f"rank{m.rank}/{tag}"
-    parts = ["_" if p in (".", "..") else p for p in tag.split("/") if p]
+    return safe_key(tag)
+
+
+def safe_key(text: str) -> str:
+    """`text` as a key MLflow takes (a metric's, a param's, a tag's): a character it refuses
+    becomes `_`, an empty path part is dropped, a `.` or `..` one becomes `_` (its file store
+    makes a path of a key), and the key is cut at 250 characters."""
+    parts = ["_" if p in (".", "..") else p for p in _REFUSED.sub("_", text).split("/") if p]
     return "/".join(parts)[:MAX_KEY] or "_"
 
 
@@ -128,7 +136,7 @@ class MlflowSink:
                               "tracking_uri or MLFLOW_TRACKING_URI)")
         self.experiment = str(experiment or env.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
         self.run_name = str(run_name or ctx.run_id)
-        self.tags = {str(k): mask_url(str(v)) for k, v in (tags or {}).items()}
+        self.tags = {safe_key(str(k)): mask_url(str(v)) for k, v in (tags or {}).items()}
         self.tags.update({k: v for k, v in (("trainvisor.run_id", ctx.run_id), ("trainvisor.run_dir", ctx.run_dir))
                           if v})
         self.params = flat_params(ctx.config)
