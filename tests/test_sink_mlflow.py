@@ -217,6 +217,25 @@ def test_a_training_that_fails_is_failed_with_the_metrics_it_printed(tmp_path):
     assert all(_same(got[k], want[k]) for k in want)
 
 
+def test_a_run_restarted_on_its_directory_continues_its_mlflow_run(tmp_path):
+    # The first attempt fails; the same `trainvisor run --run-dir` again is attempt 2 of the run.
+    _, _, client, first = _python_run(
+        tmp_path, (sys.executable, str(FAKE_CAFFE), "train", "--generate", "300", "--no-snapshots", "--exit-code", "3"))
+    assert first.info.status == "FAILED" and first.data.tags["trainvisor.attempt"] == "1"
+    summary, _, client, run = _python_run(
+        tmp_path, (sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots"))
+    assert summary.attempt == 2 and run.info.run_id == first.info.run_id  # _only_run: still one MLflow run
+    assert run.info.status == "FINISHED" and run.data.tags["trainvisor.attempt"] == "2"
+    records = [e for e in read_jsonl(tmp_path / "run" / "metrics.jsonl") if isinstance(e, trainvisor.Metric)]
+    got, want = _history(client, run), _expected(records)  # both attempts' records, in order
+    assert len(want["train/loss"]) == 20 + 20 and sorted(got) == sorted(want)
+    assert all(_same(got[k], want[k]) for k in want)
+    # MLflow keeps a param's first value: the first attempt's command
+    assert json.loads(run.data.params["command"])[-3:] == ["--no-snapshots", "--exit-code", "3"]
+    logged = "".join(p.read_text() for p in (tmp_path / "run").glob("*.log"))
+    assert "params changed since the run's first attempt, kept as they were: command" in logged
+
+
 def test_a_training_stopped_on_request_is_killed(tmp_path):
     config = RunConfig(
         command=(sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots", "--rate", "50"),

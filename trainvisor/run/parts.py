@@ -246,7 +246,7 @@ def _sink_context(run: "Run") -> object:
     from ..config.convert import to_dict
     from ..sinks.base import SinkContext
 
-    return SinkContext(run.run_id, str(run.run_dir), to_dict(run.config, mask_secrets=True))
+    return SinkContext(run.run_id, str(run.run_dir), to_dict(run.config, mask_secrets=True), run.attempt)
 
 
 def _close_sinks(sinks: list) -> None:

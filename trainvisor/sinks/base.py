@@ -33,3 +33,4 @@ class SinkContext:
     run_id: str = ""
     run_dir: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)
+    attempt: int = 1  # the starts on the run directory: above 1, a sink may continue what it began

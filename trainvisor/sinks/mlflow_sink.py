@@ -20,6 +20,10 @@
 - Params: the run's configuration (`SinkContext.config`, secrets already masked; a password in
   any URL value masked here too) flattened to `section.key`, 100 per batch, values cut at 6000
   characters (MLflow's limits). Tags: the option `tags`, and `trainvisor.run_id`/`run_dir`.
+- Restarts: a trainvisor run restarted on its run directory (attempt 2, 3...) continues the
+  MLflow run of its earlier attempts (found by its `trainvisor.run_id` tag), RUNNING again;
+  params it has are kept (MLflow never changes a logged param: a changed one is logged as a
+  warning), new ones added.
 - Status: the Run calls `set_outcome(exit_code, stopped)` before it closes its sinks: FINISHED
   for exit 0, KILLED for a training stopped on request or by a signal trainvisor forwarded,
   FAILED otherwise. Closed without an outcome (a replayed log), the run is FINISHED.
@@ -137,8 +141,9 @@ class MlflowSink:
         self.experiment = str(experiment or env.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
         self.run_name = str(run_name or ctx.run_id)
         self.tags = {safe_key(str(k)): mask_url(str(v)) for k, v in (tags or {}).items()}
-        self.tags.update({k: v for k, v in (("trainvisor.run_id", ctx.run_id), ("trainvisor.run_dir", ctx.run_dir))
-                          if v})
+        self.tags.update({k: v for k, v in (("trainvisor.run_id", ctx.run_id), ("trainvisor.run_dir", ctx.run_dir),
+                                            ("trainvisor.attempt", str(ctx.attempt))) if v})
+        self.resumes = ctx.run_id if ctx.attempt > 1 else ""  # the trainvisor run whose MLflow run to continue
         self.params = flat_params(ctx.config)
         self.retry_seconds = float(retry_seconds)
         self.mlflow_run_id: Optional[str] = None  # known once the run is created, on the sink's thread
@@ -211,19 +216,39 @@ class MlflowSink:
             raise
 
     def _create_run(self) -> str:
-        from mlflow.entities import Param
+        from mlflow.entities import Param, RunTag
         from mlflow.tracking import MlflowClient
 
         self._client = client = MlflowClient(tracking_uri=self.tracking_uri)
         found = client.get_experiment_by_name(self.experiment)
         experiment_id = found.experiment_id if found is not None else self._create_experiment()
-        run = client.create_run(experiment_id, run_name=self.run_name or None, tags=self.tags)
-        self.mlflow_run_id = run_id = run.info.run_id
-        log.info("mlflow sink: run %s in experiment %r at %s", run_id, self.experiment, mask_url(self.tracking_uri))
-        params = [Param(k, v) for k, v in self.params.items()]
+        earlier = self._earlier_run(experiment_id)
+        if earlier is None:
+            run_id, logged = client.create_run(experiment_id, run_name=self.run_name or None,
+                                               tags=self.tags).info.run_id, {}
+        else:  # a restart on the same run directory: the same MLflow run, running again
+            run_id, logged = earlier.info.run_id, earlier.data.params
+            client.update_run(run_id, status="RUNNING")
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in self.tags.items()], synchronous=True)
+        self.mlflow_run_id = run_id
+        log.info("mlflow sink: run %s in experiment %r at %s%s", run_id, self.experiment, mask_url(self.tracking_uri),
+                 " (continued)" if earlier is not None else "")
+        changed = sorted(k for k, v in self.params.items() if logged.get(k, v) != v)
+        if changed:  # MLflow never changes a logged param: the first attempt's value stays
+            log.warning("mlflow sink: params changed since the run's first attempt, kept as they were: %s",
+                        ", ".join(changed))
+        params = [Param(k, v) for k, v in self.params.items() if k not in logged]
         for i in range(0, len(params), MAX_PARAMS_PER_BATCH):
             client.log_batch(run_id, params=params[i:i + MAX_PARAMS_PER_BATCH], synchronous=True)
         return run_id
+
+    def _earlier_run(self, experiment_id: str) -> Any:
+        """The MLflow run an earlier attempt of this trainvisor run made, if any (newest first)."""
+        if not self.resumes or "'" in self.resumes:  # an id a filter string cannot quote: a new run
+            return None
+        found = self._client.search_runs([experiment_id], f"tags.`trainvisor.run_id` = '{self.resumes}'",
+                                         max_results=1, order_by=["attributes.start_time DESC"])
+        return found[0] if found else None
 
     def _create_experiment(self) -> str:
         from mlflow.exceptions import MlflowException
