@@ -258,6 +258,29 @@ def _cli(tmp_path: Path, *fake_caffe_args: str) -> tuple[list, dict]:
             "--no-snapshots", *fake_caffe_args], env
 
 
+def test_a_run_that_fails_in_trainvisor_after_the_training_started_is_failed(tmp_path):
+    config = RunConfig(
+        command=(sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots"),
+        parsing=ParsingConfig(parser="caffe", year=2026), run=RunDirConfig(dir=str(tmp_path / "run")),
+        sinks=SinksConfig(use=("mlflow",), options={"mlflow": {"tracking_uri": _store(tmp_path)}}))
+    with pytest.raises(ZeroDivisionError):
+        with Run(config, stdout_fd=None, stderr_fd=None) as run:
+            run.run_attempt()
+            1 / 0  # trainvisor's caller fails before finish(): the run is closed on the way out
+    _, mlrun = _only_run(_store(tmp_path))
+    assert mlrun.info.status == "FAILED"
+
+
+def test_a_run_that_fails_its_checks_before_the_training_makes_no_mlflow_run(tmp_path):
+    config = RunConfig(
+        command=(sys.executable, str(FAKE_CAFFE), "train", "--generate", "600", "--no-snapshots"),
+        run=RunDirConfig(dir=str(tmp_path / "run")),
+        sinks=SinksConfig(use=("mlflow", "tensorboard"), options={"mlflow": {"tracking_uri": _store(tmp_path)}}))
+    with pytest.raises(ConfigError, match="needs option `dir`"):  # the sink after mlflow is misconfigured
+        Run(config, stdout_fd=None, stderr_fd=None).run()
+    assert not (tmp_path / "mlruns").exists()
+
+
 def test_trainvisor_run_with_sink_mlflow_writes_the_run_dir_store(tmp_path):
     argv, env = _cli(tmp_path)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)

@@ -26,7 +26,8 @@
   warning), new ones added.
 - Status: the Run calls `set_outcome(exit_code, stopped)` before it closes its sinks: FINISHED
   for exit 0, KILLED for a training stopped on request or by a signal trainvisor forwarded,
-  FAILED otherwise. Closed without an outcome (a replayed log), the run is FINISHED.
+  FAILED otherwise; FAILED too when trainvisor itself failed after the training started.
+  Closed without an outcome (a replayed log), the run is FINISHED.
 - Failures: a store that cannot be reached fails the writes, each counted by the run as its
   records failed and logged; creating the MLflow run is tried again at most every
   `retry_seconds` (HTTP requests are already retried by MLflow's own client). Nothing reaches
@@ -172,8 +173,9 @@ class MlflowSink:
         self._send()
 
     def close(self) -> None:
-        """Send what is held, then end the MLflow run with its status (created now if no metric
-        came: a training that printed none still has its run, params and status)."""
+        """Send what is held, then end the MLflow run with its status. Created now if no metric
+        came but the outcome did (a training that printed none still has its run, params and
+        status); with neither (a run that failed its checks before the training), none is made."""
         if self._closed:
             return
         self._closed = True
@@ -182,8 +184,9 @@ class MlflowSink:
         try:
             self._send()
         finally:
-            run_id = self._ensure_run()
-            self._client.set_terminated(run_id, self.status or "FINISHED")
+            if self.mlflow_run_id is not None or self.status is not None:
+                run_id = self._ensure_run()
+                self._client.set_terminated(run_id, self.status or "FINISHED")
 
     # -- on the sink's thread ---------------------------------------------------------------
     def _add(self, tag: str, step: int, m: Metric) -> None:
