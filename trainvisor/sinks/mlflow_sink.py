@@ -119,19 +119,18 @@ def safe_key(text: str) -> str:
 
 
 class MlflowSink:
-    """One MLflow run per trainvisor run (the restarts of one process included). Not
-    thread-safe but for `set_outcome`: the registry runs it on a thread of its own."""
+    """One MLflow run per trainvisor run, its restarts included. Not thread-safe but for
+    `set_outcome`: the registry runs it on a thread of its own."""
 
     name = "mlflow"
 
     def __init__(self, *, tracking_uri: str = "", experiment: str = "", run_name: str = "",
                  tags: Optional[Mapping[str, Any]] = None, context: Optional[SinkContext] = None,
                  rank_wait: int = DEFAULT_RANK_WAIT, rank_wait_seconds: float = DEFAULT_RANK_WAIT_SECONDS,
-                 retry_seconds: float = DEFAULT_RETRY_SECONDS, environ: Optional[Mapping[str, str]] = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 retry_seconds: float = DEFAULT_RETRY_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         if importlib.util.find_spec("mlflow") is None:
             raise ConfigError("sink 'mlflow' needs the mlflow-skinny package: pip install 'trainvisor[mlflow]'")
-        env = os.environ if environ is None else environ
+        env = os.environ  # MLflow's client reads it too: one environment for both
         ctx = context or SinkContext()
         self.tracking_uri = tracking_uri_for(str(tracking_uri), ctx.run_dir, env)
         if _is_file_store(self.tracking_uri) and env.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in _TRUE:
@@ -142,8 +141,9 @@ class MlflowSink:
         self.experiment = str(experiment or env.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT)
         self.run_name = str(run_name or ctx.run_id)
         self.tags = {safe_key(str(k)): mask_url(str(v)) for k, v in (tags or {}).items()}
-        self.tags.update({k: v for k, v in (("trainvisor.run_id", ctx.run_id), ("trainvisor.run_dir", ctx.run_dir),
-                                            ("trainvisor.attempt", str(ctx.attempt))) if v})
+        if ctx.run_id:
+            self.tags.update({"trainvisor.run_id": ctx.run_id, "trainvisor.run_dir": ctx.run_dir,
+                              "trainvisor.attempt": str(ctx.attempt)})
         self.resumes = ctx.run_id if ctx.attempt > 1 else ""  # the trainvisor run whose MLflow run to continue
         self.params = flat_params(ctx.config)
         self.retry_seconds = float(retry_seconds)
