@@ -88,9 +88,9 @@ def make_sink(name: str, options: Mapping[str, Any], *, context: Any = None) -> 
         kwargs["context"] = context
     try:
         sink = info.factory(**kwargs)
-    except ConfigError:  # the factory's own one-line message already names the sink and the fix
-        raise
     except Exception as exc:  # a bad option or a failing constructor: the user's to fix, before the child starts
+        if isinstance(exc, ConfigError) and str(exc).startswith(f"sink {name!r}"):
+            raise  # the factory's own one line names the sink already: not said twice
         raise ConfigError(f"sink {name!r}: cannot be made with options {_shown(options)!r}: "
                           f"{type(exc).__name__}: {exc}") from exc
     check_sink(sink, name)
