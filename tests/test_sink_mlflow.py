@@ -24,7 +24,7 @@ from trainvisor import Run, RunConfig  # noqa: E402
 from trainvisor.config import ParsingConfig, ProcessConfig, RunDirConfig, SinksConfig  # noqa: E402
 from trainvisor.config.convert import to_dict  # noqa: E402
 from trainvisor.errors import ConfigError  # noqa: E402
-from trainvisor.sinks.base import SinkContext  # noqa: E402
+from trainvisor.sinks.context import SinkContext  # noqa: E402
 from trainvisor.sinks.jsonl import read_jsonl  # noqa: E402
 from trainvisor.sinks.registry import make_sink  # noqa: E402
 from trainvisor.sinks.threaded import CloseDeadline, ThreadedSink  # noqa: E402
@@ -71,11 +71,17 @@ def _same(got: list, want: list) -> bool:
         s == t and (a == b or (math.isnan(a) and math.isnan(b))) for (s, a), (t, b) in zip(got, want))
 
 
+def _context(run_id: str, run_dir: str) -> SinkContext:
+    """A SinkContext as a run gives it, with what these tests need: its other fields None (no
+    configuration: a replay's), whatever fields the type has."""
+    return SinkContext(**{**dict.fromkeys(SinkContext._fields), "run_id": run_id, "run_dir": run_dir, "attempt": 1})
+
+
 def _replay(log: Path, tmp_path: Path, **options) -> tuple[list, MlflowClient, object]:
     """`log` replayed into metrics.jsonl and the registry's mlflow sink, on a thread of its own;
     the metrics, MLflow's client and the run it made."""
     info, sink = make_sink("mlflow", {"tracking_uri": _store(tmp_path), **options},
-                           context=SinkContext("replay-1", str(tmp_path), {"parsing": {"parser": "auto"}}))
+                           context=_context("replay-1", str(tmp_path)))
     assert not info.inline
     threaded = ThreadedSink(sink, "mlflow", capacity=10 ** 6, deadline=CloseDeadline(120))
     trainvisor.replay(log, year=2020, metrics=tmp_path / "m.jsonl", sinks=[threaded], keep_events=False)
@@ -108,7 +114,7 @@ def test_every_metric_of_metrics_jsonl_is_in_mlflow_with_its_value_and_step(tmp_
     assert got[key][0] == (step, value)  # float64 end to end: the log's own decimal comes back
     assert run.info.status == "FINISHED"  # a replay sets no outcome: all its input was written
     assert run.info.run_name == "replay-1" and run.data.tags["trainvisor.run_id"] == "replay-1"
-    assert run.data.params == {"parsing.parser": "auto"}
+    assert run.data.params == {}  # a replay has no run configuration
 
 
 def test_detectron2_evaluation_keys_keep_their_groups(tmp_path):
@@ -350,7 +356,7 @@ def test_making_the_sink_imports_no_mlflow(tmp_path):
 def test_the_local_store_without_mlflows_opt_in_is_one_line_before_the_training(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
     with pytest.raises(ConfigError) as err:
-        make_sink("mlflow", {}, context=SinkContext("r1", str(tmp_path)))
+        make_sink("mlflow", {}, context=_context("r1", str(tmp_path)))
     message = str(err.value)
     assert message.startswith("sink 'mlflow': MLflow writes its local store")  # said once, not wrapped
     assert "\n" not in message and "MLFLOW_ALLOW_FILE_STORE=true" in message
@@ -368,7 +374,7 @@ def test_a_bad_option_names_the_sink_and_masks_the_uri_password():
 def test_the_environment_names_the_server_and_the_experiment(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "lenet")
-    _, sink = make_sink("mlflow", {}, context=SinkContext("r1", str(tmp_path)))
+    _, sink = make_sink("mlflow", {}, context=_context("r1", str(tmp_path)))
     assert (sink.tracking_uri, sink.experiment, sink.run_name) == ("https://mlflow.example", "lenet", "r1")
     _, sink = make_sink("mlflow", {"tracking_uri": _store(tmp_path), "experiment": "mine"})
     assert (sink.tracking_uri, sink.experiment) == (_store(tmp_path), "mine")

@@ -254,11 +254,10 @@ def _new_parser(run: "Run") -> "Parser":
 
 
 def _sink_context(run: "Run") -> object:
-    """What the run tells the sinks that ask: its id, directory and masked configuration."""
-    from ..config.convert import to_dict
-    from ..sinks.base import SinkContext
+    """What the run tells the sinks that ask: its id, directory, attempt and configuration."""
+    from ..sinks.context import SinkContext
 
-    return SinkContext(run.run_id, str(run.run_dir), to_dict(run.config, mask_secrets=True), run.attempt)
+    return SinkContext(run_id=run.run_id, run_dir=str(run.run_dir), attempt=run.attempt, config=run.config)
 
 
 def _close_sinks(sinks: list) -> None:

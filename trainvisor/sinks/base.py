@@ -1,12 +1,11 @@
 """The sink protocol: where parsed events go."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from ..events import Event
 
-__all__ = ["Sink", "SinkContext"]
+__all__ = ["Sink"]
 
 
 @runtime_checkable
@@ -22,15 +21,3 @@ class Sink(Protocol):
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class SinkContext:
-    """What a run tells the factories that ask for it (a `context` parameter): its id, its
-    directory and its configuration as plain data with secrets masked (`config.convert.to_dict`).
-    Plain data, so a sink needs nothing of config/ to read it."""
-
-    run_id: str = ""
-    run_dir: str = ""
-    config: Mapping[str, Any] = field(default_factory=dict)
-    attempt: int = 1  # the starts on the run directory: above 1, a sink may continue what it began

@@ -17,8 +17,8 @@
   each write, from the sink's thread. NaN and infinities are sent as they are: MLflow accepts
   both; its file store gives them back as they are, a database store keeps NaN and stores an
   infinity as the largest float of its sign (its `sanitize_metric_value`).
-- Params: the run's configuration (`SinkContext.config`, secrets already masked; a password in
-  any URL value masked here too) flattened to `section.key`, 100 per batch, values cut at 6000
+- Params: the run's configuration (`SinkContext.config`, secrets masked as `trainvisor config
+  show` masks them; a password in any URL value masked here too) flattened to `section.key`, 100 per batch, values cut at 6000
   characters (MLflow's limits). Tags: the option `tags`, and `trainvisor.run_id`/`run_dir`.
 - Restarts: a trainvisor run restarted on its run directory (attempt 2, 3...) continues the
   MLflow run of its earlier attempts (found by its `trainvisor.run_id` tag), RUNNING again;
@@ -46,7 +46,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..errors import ConfigError
 from ..events import Metric
 from ..secrets import mask_url
-from .base import SinkContext
+from .context import SinkContext
 from .scalars import DEFAULT_RANK_WAIT, DEFAULT_RANK_WAIT_SECONDS, ScalarNamer, scalar_tag
 
 __all__ = ["MlflowSink", "tracking_uri_for", "flat_params", "run_status", "metric_key", "safe_key"]
@@ -92,6 +92,15 @@ def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _shown_config(config: Any) -> Mapping[str, Any]:
+    """The run's configuration as plain data, secrets masked (as `trainvisor config show` prints it)."""
+    if config is None:  # a replay: no run configuration
+        return {}
+    from ..config.convert import to_dict
+
+    return to_dict(config, mask_secrets=True)
+
+
 def run_status(exit_code: int, stopped: bool) -> str:
     """MLflow's name for how a training ended."""
     if stopped:
@@ -131,7 +140,7 @@ class MlflowSink:
         if importlib.util.find_spec("mlflow") is None:
             raise ConfigError("sink 'mlflow' needs the mlflow-skinny package: pip install 'trainvisor[mlflow]'")
         env = os.environ  # MLflow's client reads it too: one environment for both
-        ctx = context or SinkContext()
+        ctx = context or SinkContext(run_id="", run_dir="")
         self.tracking_uri = tracking_uri_for(str(tracking_uri), ctx.run_dir, env)
         if _is_file_store(self.tracking_uri) and env.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in _TRUE:
             raise ConfigError(f"sink 'mlflow': MLflow writes its local store ({mask_url(self.tracking_uri)}) only "
@@ -145,7 +154,7 @@ class MlflowSink:
             self.tags.update({"trainvisor.run_id": ctx.run_id, "trainvisor.run_dir": ctx.run_dir,
                               "trainvisor.attempt": str(ctx.attempt)})
         self.resumes = ctx.run_id if ctx.attempt > 1 else ""  # the trainvisor run whose MLflow run to continue
-        self.params = flat_params(ctx.config)
+        self.params = flat_params(_shown_config(ctx.config))
         self.retry_seconds = float(retry_seconds)
         self.mlflow_run_id: Optional[str] = None  # known once the run is created, on the sink's thread
         self.status: Optional[str] = None  # set by set_outcome (any thread); read at close

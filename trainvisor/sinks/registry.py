@@ -80,7 +80,7 @@ def get_sink_info(name: str) -> SinkInfo:
 
 def make_sink(name: str, options: Mapping[str, Any], *, context: Any = None) -> tuple[SinkInfo, object]:
     """The sink `name` made with `options`, checked; a one-line ConfigError naming it otherwise.
-    `context` (a `base.SinkContext`: the run's id, directory, configuration) is passed to a
+    `context` (a `context.SinkContext`: the run's id, directory, configuration) is passed to a
     factory that has a `context` parameter, and only to such a factory."""
     info = get_sink_info(name)
     kwargs = _plain(options)
