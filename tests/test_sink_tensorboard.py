@@ -5,9 +5,7 @@ float32: what TensorBoard stores) and its step; running values, NaN, ranks as do
 from __future__ import annotations
 
 import math
-import re
 import struct
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from trainvisor.sinks.registry import make_sink
 from trainvisor.sinks.threaded import CloseDeadline, ThreadedSink
 
 from .conftest import FIXTURES, real_logs
+from .scalar_helpers import expected_scalars
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
                                         reason="TensorBoard's reader (pip install tensorboard) reads the files back")
@@ -53,16 +52,7 @@ def _replay(log: Path, tmp_path: Path, parser: str = "auto", **kw) -> tuple[list
 
 def _expected(metrics: list) -> dict:
     """The scalars metrics.jsonl says TensorBoard must hold, by the documented naming."""
-    want: dict = defaultdict(list)
-    for m in metrics:
-        phase = m.phase + (str(m.test_net) if m.test_net else "")
-        tag = re.sub(r"[^-/\w.]", "_", ("running/" if m.running else "") + f"{phase}/{m.name}")
-        if m.iteration is not None:
-            step = m.iteration
-        else:  # the epoch; where there is none either, how many values the tag had before
-            step = int(m.epoch) if m.epoch is not None else len(want[tag])
-        want[tag].append((step, _f32(m.value)))
-    return want
+    return expected_scalars(metrics, _f32)
 
 
 def _assert_all_there(metrics: list, read: dict) -> None:

@@ -43,7 +43,9 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
     names, made with their `sinks.options`, and the caller's objects, all checked before the child
     starts. A registered sink runs on its own thread unless registered `inline`; a caller's object
     runs inline unless it says `inline = False`, as every object passed to `Run` always has (it may
-    count on being called on the pipeline thread, in order with the others)."""
+    count on being called on the pipeline thread, in order with the others). `context` (the run's
+    id, directory, attempt and configuration: `sinks.context.SinkContext`) goes to the factories
+    that ask for it."""
     from ..sinks.threaded import CloseDeadline, CountingSink, ThreadedSink
 
     deadline = CloseDeadline(cfg.close_timeout)

@@ -52,6 +52,8 @@ class _Parts:
         self.callbacks: Optional["CallbackThread"] = None
         self._timeline_begun = self._timeline_ended = False
         self._watching = False
+        self._told = False  # whether the sinks were told how the training ended (tell_outcome)
+        self._supervised = False  # whether a child was started into the pipeline
 
     @classmethod
     def build(cls, run: "Run", logging_: RunLogging, stack: contextlib.ExitStack) -> "_Parts":
@@ -72,6 +74,10 @@ class _Parts:
         # value: RunSummary.table has them whether a summary is printed or not.
         stats_sink = StatsSink(keep_last=True, on_notice=_log_notice)
         parts = cls(run, parser, jsonl, counted, stats_sink)
+        # Runs before _close_sinks (last in, first out): a training that started but whose run ends
+        # without its result (an error in trainvisor) is told to the sinks as failed, so no MLflow
+        # run says FINISHED; one that never started is not a training that failed.
+        stack.callback(lambda: parts._supervised and parts._tell_once(1, False))
         parts.env = {**cfg.process.env, **logging_.env}
         parts._build_callbacks(stack)
         parts._build_checkpoints(stack)
@@ -219,7 +225,28 @@ class _Parts:
         if self.watcher is not None and not self._watching:
             self.watcher.start()
             self._watching = True
+        self._supervised = True
         return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
+
+    def tell_outcome(self, result: "ProcessResult") -> None:
+        """How the training ended, to each sink that asks (`set_outcome(exit_code, stopped)`: the
+        MLflow run's status), before the sinks are closed; a failing one is logged, never fatal.
+        `stopped`: stopped on request, or by a signal trainvisor forwarded (a Ctrl-C)."""
+        stopped = result.stop_reason is not None or result.signalled_by is not None
+        self._tell_once(EXIT_STOPPED if result.stop_reason is not None else result.exit_code, stopped)
+
+    def _tell_once(self, exit_code: int, stopped: bool) -> None:
+        if self._told:
+            return
+        self._told = True
+        for counted in self.counted:
+            sink = getattr(counted, "sink", counted)  # the sink behind its counting wrapper
+            hook = getattr(sink, "set_outcome", None)
+            if callable(hook):
+                try:
+                    hook(exit_code, stopped)
+                except Exception as exc:
+                    log.error("sink %s: set_outcome failed: %s: %s", counted.name, type(exc).__name__, exc)
 
     def finish(self) -> None:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the

@@ -165,6 +165,7 @@ class Run:
         parts = self._started()
         if self._last is None:
             raise RuntimeError("Run.finish() before any attempt (call run() or run_attempt())")
+        parts.tell_outcome(self._last)  # before the sinks close: an MLflow run ends with its status
         parts.finish()
         parts.end_timeline(self._last)
         self.summary = parts.summarise(self._last, attempts=self._attempts)

@@ -272,3 +272,17 @@ def _webhook(url: str = "", context: Optional["SinkContext"] = None, **options: 
 
 
 register_sink("webhook", _webhook)  # its own thread: a request may wait seconds for the receiver
+
+
+# -- MLflow (issue 20) --------------------------------------------------------------------------------
+
+def _mlflow(tracking_uri: str = "", experiment: str = "", run_name: str = "", tags: Optional[dict] = None,
+            context: Any = None) -> object:
+    """An MLflow run (MlflowClient): the config as params, PHASE/NAME metrics with steps, the status."""
+    from .mlflow_sink import MlflowSink  # checks that mlflow is installed; imports it only on its own thread
+
+    return MlflowSink(tracking_uri=tracking_uri, experiment=experiment, run_name=run_name, tags=tags,
+                      context=context)
+
+
+register_sink("mlflow", _mlflow)  # its own thread: mlflow's import and the store's I/O stay off the pipeline
