@@ -133,8 +133,10 @@ def trainvisor_run(argv: list[str], run_dir: str, config: str | None, port: int 
     scraper = Scraper(port) if port else None
     t0 = time.perf_counter()
     try:
+        # MLflow 3.13+ opens a local file store only when allowed (a tracking server needs nothing)
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "MLFLOW_ALLOW_FILE_STORE": "true"}
         subprocess.run([sys.executable, "-m", "trainvisor", "run", *extra, "--parser", "caffe", "--year", "2026",
-                        "--run-dir", run_dir, "--", *argv], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                        "--run-dir", run_dir, "--", *argv], cwd=ROOT, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         return time.perf_counter() - t0
     finally:

@@ -28,14 +28,16 @@ def test_shortcuts_add_to_the_files_sinks_and_keep_its_options(tmp_path):
     cfg.write_text("sinks:\n  use: [caffe-csv]\n  options:\n    prometheus: {labels: {team: vision}, port: 9000}\n")
     proc = subprocess.run(TRAINVISOR + ["config", "show", "--config", str(cfg), "--prometheus-port", "9100",
                                         "--tensorboard", "tb", "--csv", "tables", "--webhook",
-                                        "http://u:secret@127.0.0.1:9/hook", "--", "echo"],
+                                        "http://u:secret@127.0.0.1:9/hook", "--mlflow", "http://127.0.0.1:9",
+                                        "--", "echo"],
                           capture_output=True, text=True, env=_env(), timeout=60)
     assert proc.returncode == 0, proc.stderr
     sinks = yaml.safe_load(proc.stdout)["sinks"]
-    assert sinks["use"] == ["caffe-csv", "tensorboard", "prometheus", "csv", "webhook"]
+    assert sinks["use"] == ["caffe-csv", "tensorboard", "prometheus", "csv", "webhook", "mlflow"]
     assert sinks["options"] == {"prometheus": {"labels": {"team": "vision"}, "port": 9100},
                                 "tensorboard": {"dir": "tb"}, "csv": {"dir": "tables"},
-                                "webhook": {"url": "http://u:***@127.0.0.1:9/hook"}}  # the password masked
+                                "webhook": {"url": "http://u:***@127.0.0.1:9/hook"},  # the password masked
+                                "mlflow": {"tracking_uri": "http://127.0.0.1:9"}}
     assert "secret" not in proc.stdout
 
 

@@ -41,6 +41,9 @@ SINK_SHORTCUTS = (
     SinkShortcut("--webhook", "webhook", "url", "URL", click.STRING,
                  "POST the records and per-epoch statistics as batched JSON to URL (sink webhook; "
                  "a bearer token from $TRAINVISOR_WEBHOOK_TOKEN or --credentials)."),
+    SinkShortcut("--mlflow", "mlflow", "tracking_uri", "URI", click.STRING,
+                 "Log params, metrics and the run's status to the MLflow tracking server at URI "
+                 "(sink mlflow; needs trainvisor[mlflow]; a file: store needs MLFLOW_ALLOW_FILE_STORE=true)."),
 )
 
 

@@ -94,7 +94,7 @@ class SinksConfig(Section):
 
     jsonl: Optional[str] = setting(None, help="JSONL metrics file (default: RUN_DIR/metrics.jsonl).")
     use: tuple[str, ...] = setting((), help="More sinks, by registered name: built-in (jsonl, caffe-csv, csv, stats, "
-                                            "prometheus, tensorboard) or an installed package's (entry point group "
+                                            "prometheus, tensorboard, webhook, mlflow) or an installed package's (entry point group "
                                             "trainvisor.sinks).")
     options: Mapping[str, Mapping[str, Any]] = setting(
         _EMPTY, help="Keyword arguments of each sink in `use`, by its name (e.g. jsonl: {path: copy.jsonl}).")

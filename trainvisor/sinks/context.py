@@ -18,13 +18,14 @@ __all__ = ["SinkContext"]
 
 
 class SinkContext(NamedTuple):
-    """The run a sink is made for. `status()` may be called from any thread, at any time after
-    the sink is made (before the child starts it says `not-started`). `config` is the run's
+    """The run a sink is made for (a replay's: no attempt, status or config). `status()` may be
+    called from any thread, at any time after the sink is made (before the child starts it says
+    `not-started`). `config` is the run's
     `RunConfig` (None for a replay); show it with `config.convert.to_dict(config, mask_secrets=True)`,
     never as it is: it may hold secrets."""
 
     run_id: str
     run_dir: str
-    attempt: int
-    status: Callable[[], "RunStatus"]
+    attempt: int = 0
+    status: Optional[Callable[[], "RunStatus"]] = None
     config: Optional[Any] = None
