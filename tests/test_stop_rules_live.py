@@ -142,3 +142,18 @@ def test_a_caffe_loss_pinned_at_87_3365_is_stopped_by_the_divergence_rule(tmp_pa
     proc = _run(tmp_path, log, ["train/loss > 10 * min(train/loss)"], "--parser", "caffe")
     _assert_stopped_at(proc, tmp_path, "train/loss > 10 * min(train/loss)", "stderr", first, repr(DIVERGED_LOSS),
                        "train/loss", 1250)
+
+
+def test_a_caffe_loss_that_becomes_nan_is_stopped_by_loss_is_nan(tmp_path):
+    # No real log here has a NaN loss (darknet's -nan is a layer's IOU): fake-caffe generates what
+    # glog prints, `loss = nan`. `loss is nan` fires at the train net's first `loss = nan` line.
+    from fixtures.caffe_log import generate_caffe_log
+
+    log = tmp_path / "nan.log"
+    log.write_text("".join(generate_caffe_log(max_iter=2000, display=50, test_interval=500, snapshot=10000,
+                                              nan_at=730)))
+    lines = log.read_text().splitlines()
+    first = next(n for n, text in enumerate(lines, 1) if "Train net output #0: loss = nan" in text)
+    assert lines[first - 2].split("] ", 1)[1].startswith("Iteration 750 (")
+    proc = _run(tmp_path, log, ["loss is nan"], "--parser", "caffe")
+    _assert_stopped_at(proc, tmp_path, "loss is nan", "stderr", first, "nan", "train/loss", 750)
