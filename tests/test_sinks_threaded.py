@@ -177,3 +177,57 @@ def test_an_inline_sink_that_raises_is_counted_and_the_run_goes_on(tmp_path):
     assert counts["jsonl"] == SinkCounts("jsonl", written=111)
     assert summary.faults_by_component["sink raiser"] == raiser.calls > 0
     assert "  sink raiser    0 written, 111 failed (see the run log)" in format_summary(summary)
+
+
+class CpuClockSink:
+    """Each write "uses" `cost` CPU seconds of its thread on a fake CPU clock (or none: a sink
+    waiting on the network); records the pauses the wrapper takes after each batch."""
+
+    name = "costly"
+
+    def __init__(self, cost: float) -> None:
+        self.cost, self.cpu, self.batches = cost, 0.0, []
+
+    def clock(self) -> float:
+        return self.cpu
+
+    def write(self, events) -> None:
+        self.cpu += self.cost
+        self.batches.append(len(events))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("cost, share, pause", [(0.010, 0.25, 0.030), (0.004, 0.5, 0.004), (0.0, 0.25, None),
+                                                (0.010, 1.0, None)])
+def test_a_busy_sink_pauses_in_proportion_to_its_cpu_and_never_at_the_end(cost, share, pause):
+    # After a batch that took `cost` CPU seconds the thread pauses cost*(1-share)/share, so it
+    # holds the interpreter at most `share` of the time; a sink that only waits (no CPU) and a
+    # share of 1 never pause; after close nothing pauses (the rest is written at once).
+    sink = CpuClockSink(cost)
+    paused: list[float] = []
+    done = threading.Event()
+
+    def record_pause(seconds: float) -> None:
+        paused.append(seconds)
+        if len(paused) == 2:
+            done.set()
+
+    threaded = ThreadedSink(sink, "costly", capacity=100, deadline=CloseDeadline(WAIT), cpu_share=share,
+                            cpu_clock=sink.clock, pause=record_pause)
+    threaded.write([1, 2])
+    threaded.write([3])
+    if pause is not None:
+        assert done.wait(WAIT)
+        assert paused == [pytest.approx(pause), pytest.approx(pause)]
+    threaded.close()
+    before_close = len(paused)
+    assert sink.batches == [2, 1] and threaded.counts().written == 3
+    threaded.write([4])  # after close: dropped, counted, never paused for
+    assert len(paused) == before_close and threaded.counts().dropped == 1
+    if pause is None:
+        assert paused == []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
-    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CLOSE_TIMEOUT",
+    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT",
     "CALLBACK_QUEUE", "CALLBACK_CLOSE_TIMEOUT",
 ]
 
@@ -26,6 +26,7 @@ UPLOAD_CONCURRENCY = 2          # upload.concurrency: checkpoint files uploaded 
 DRAIN_TIMEOUT = 600.0           # upload.drain_timeout: seconds the run waits for uploads at exit
 RUNS_ROOT = "trainvisor-runs"   # run.root: where run directories are made
 SINK_QUEUE = 10000              # sinks.queue: records a threaded sink may hold unwritten
+SINK_CPU_SHARE = 0.25          # sinks.cpu_share: of the interpreter, what one threaded sink may take
 SINK_CLOSE_TIMEOUT = 5.0        # sinks.close_timeout: seconds the threaded sinks get, together, at the end
 SETTINGS_FILE_LIMIT = 1 << 20   # bytes a config or rules file may have: a larger one is an error, not minutes of YAML
 CALLBACK_QUEUE = 10000          # callbacks.queue: batch_end events the callbacks may fall behind by

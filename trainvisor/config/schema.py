@@ -20,7 +20,7 @@ from .. import defaults  # the values; these fields are where they are documente
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
 from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
-                       stop_rules, upload_policy)
+                       share, stop_rules, upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -100,6 +100,10 @@ class SinksConfig(Section):
         _EMPTY, help="Keyword arguments of each sink in `use`, by its name (e.g. jsonl: {path: copy.jsonl}).")
     queue: int = setting(defaults.SINK_QUEUE, check=positive, help="Records a threaded sink may hold unwritten; when full, a new "
                                                      "batch is dropped and counted: parsing never waits for a sink.")
+    cpu_share: float = setting(defaults.SINK_CPU_SHARE, check=share,
+                               help="Of Python's one interpreter, the share a threaded sink may take while the "
+                                    "training runs (it pauses after each batch in proportion); what it cannot "
+                                    "take in that share is dropped, counted: parsing keeps its pace.")
     close_timeout: float = setting(defaults.SINK_CLOSE_TIMEOUT, check=finite_non_negative,
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")

@@ -62,6 +62,13 @@ finite_non_negative = non_negative
 """Timeouts: nan would never fire and inf never end a wait; both are refused like negatives."""
 
 
+def share(value: Any) -> Optional[str]:
+    """A fraction in (0, 1]: 1 is all of it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return "must be a number above 0 and at most 1"
+    return None
+
+
 def at_least(low: int, high: Optional[int] = None) -> Check:
     def check(value: Any) -> Optional[str]:
         if value is None or (value >= low and (high is None or value <= high)):

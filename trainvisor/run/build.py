@@ -54,7 +54,7 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
     def add(sink: object, name: str, inline: bool) -> None:
         label = name if all(s.name != name for s in sinks) else f"{name}#{len(sinks) + 1}"
         sinks.append(CountingSink(sink, label) if inline else
-                     ThreadedSink(sink, label, capacity=cfg.queue, deadline=deadline))
+                     ThreadedSink(sink, label, capacity=cfg.queue, deadline=deadline, cpu_share=cfg.cpu_share))
 
     try:
         if cfg.use or cfg.options or objects:

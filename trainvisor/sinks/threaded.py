@@ -3,7 +3,14 @@
 A sink that talks to the network (a webhook, a metrics server) may wait seconds per write; on the
 pipeline thread that wait would stop parsing, and a full pipe would stop the training.
 `ThreadedSink` gives such a sink its own daemon thread behind a queue bounded in records: `write`
-never waits (a batch that does not fit is dropped whole and its records counted), and at the end
+never waits (a batch that does not fit is dropped whole and its records counted). A thread of its
+own is not enough on its own: Python runs one thread at a time, and a sink thread busy writing
+(formatting JSON, building protocol buffers) holds the interpreter for 5 ms at a go while the
+pipeline thread waits for it after every chunk it reads; with five such sinks the pipeline parsed a
+tenth of what it parses alone. So a threaded sink takes at most `cpu_share` of the interpreter: after
+each batch it pauses in proportion to the CPU time the batch took (a sink waiting on the network uses
+none, and is not paused), and what it cannot take in that share fills its queue and is dropped,
+counted. At the end the pauses stop: what it holds is written as fast as it goes. And at the end
 of the run the sinks share one bounded wait (`CloseDeadline`); a sink still busy then is
 abandoned, logged and counted, and never holds the exit. `CountingSink` is the inline
 counterpart: the same counts for a sink that runs on the pipeline thread.
@@ -17,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..defaults import SINK_CPU_SHARE
 from ..stream.faults import FaultCounter
 
 __all__ = ["SinkCounts", "CountingSink", "ThreadedSink", "CloseDeadline"]
@@ -93,8 +101,14 @@ class ThreadedSink:
 
     threaded = True
 
-    def __init__(self, sink: object, label: str, *, capacity: int, deadline: CloseDeadline) -> None:
+    def __init__(self, sink: object, label: str, *, capacity: int, deadline: CloseDeadline,
+                 cpu_share: float = SINK_CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
+                 pause: Optional[Callable[[float], object]] = None) -> None:
         self.sink, self.name, self.capacity, self._deadline = sink, label, capacity, deadline
+        self.cpu_share = cpu_share
+        self._cpu_clock = cpu_clock  # this thread's CPU seconds (time waiting on I/O is not counted)
+        self._ending = threading.Event()  # set at close: no more pauses
+        self._pause = pause or self._ending.wait  # woken early by close
         self.written = self.dropped = self.failed = 0
         self.abandoned = False
         self._lock = threading.Lock()
@@ -133,6 +147,7 @@ class ThreadedSink:
             self._closing = True
             self._start()
             self._wake.notify()
+        self._ending.set()
         if self._done.wait(self._deadline.remaining()):
             return
         with self._lock:
@@ -188,7 +203,9 @@ class ThreadedSink:
         if batch is None:
             self._call("flush")
             return True
+        cpu = self._cpu_clock()
         ok = self._call("write", batch)
+        used = self._cpu_clock() - cpu
         with self._lock:
             if not self.abandoned:  # once abandoned, its records were counted as dropped
                 if ok:
@@ -196,6 +213,8 @@ class ThreadedSink:
                 else:
                     self.failed += len(batch)
             self._in_flight = 0
+        if used > 0 and self.cpu_share < 1 and not self._ending.is_set():
+            self._pause(used * (1 - self.cpu_share) / self.cpu_share)
         return True
 
     def _call(self, method: str, *args: object) -> bool:
