@@ -7,6 +7,7 @@ back up its checkpoints.
     from trainvisor import replay, upload           # the other commands, as calls
     events = replay("train.log", parser="caffe").events
     report = upload(["snapshots/"], to="s3://bucket/prefix")
+    fetched = download("s3://bucket/prefix/RUN_ID", "ckpt/")   # the newest complete set
 
 Names are imported on first use, so `import trainvisor` stays cheap: a supervised run must not
 pay for the parsers, the uploaders or psutil before it needs them.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .stream.pipeline import Pipeline
     from .calls.logs import Replayed, parse_tables, replay
     from .calls.uploads import UploadReport, upload
+    from .calls.download import DownloadReport, download
     from .sinks.registry import available_sinks, register_sink
     from .run import Run, RunSummary
     from .run.live import RunResult, supervise
@@ -55,6 +57,8 @@ _EXPORTS = {
     "parse_tables": "calls.logs",
     "upload": "calls.uploads",
     "UploadReport": "calls.uploads",
+    "download": "calls.download",
+    "DownloadReport": "calls.download",
     "register_sink": "sinks.registry",
     "available_sinks": "sinks.registry",
     "Run": "run",

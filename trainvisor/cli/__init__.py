@@ -29,6 +29,7 @@ COMMANDS = {
     "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
     "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
+    "download": ("download_cmd", "download", "Download a checkpoint set, verified against its manifest, resumable."),
 }
 
 
