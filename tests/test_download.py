@@ -25,13 +25,13 @@ class Interrupted(Exception):
     """What the test's progress callback raises to cut a download short."""
 
 
-def upload_run(work: Path, url: str, env=None) -> Path:
+def upload_run(work: Path, url: str, env=None, extra: tuple[str, ...] = ()) -> Path:
     """A fake-Caffe run of 90 iterations (a snapshot every 9) uploading to `url`; its snapshot dir."""
     work.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         TRAINVISOR + ["run", "--run-dir", str(work / "run"), "--run-id", "r1", "--watch", str(work / "snap"),
                       "--upload-to", url, "--", sys.executable, str(FAKE_CAFFE), "train", "--generate", "90",
-                      "--snapshot-dir", str(work / "snap"), "--snapshot-size", str(SNAPSHOT)],
+                      "--snapshot-dir", str(work / "snap"), "--snapshot-size", str(SNAPSHOT), *extra],
         capture_output=True, cwd=work, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return work / "snap"

@@ -106,8 +106,9 @@ def _open_kodo(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Up
     def offline_check(hosts) -> None:
         # Before the SDK sees a region id: from one it derives (and would resolve) public hosts.
         _refuse_public_host_when_offline(hosts.up_host, url, "Qiniu's public hosts")
-        if hosts.rs_host:
-            _refuse_public_host_when_offline(hosts.rs_host, url, "Qiniu's public hosts")
+        for host in (hosts.rs_host, hosts.rsf_host, hosts.download_host):
+            if host:
+                _refuse_public_host_when_offline(host, url, "Qiniu's public hosts")
 
     return open_kodo(url, state_dir=state_dir, env=env, check_hosts=offline_check)
 
