@@ -1,0 +1,76 @@
+"""Issue 21: the run log's socket lives beside the log (in the run directory), never in /tmp, so
+a SIGKILLed trainvisor leaves nothing there; where a path beside the log is too long for a
+socket, it is bound in the abstract namespace and the address names it in a private file."""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import subprocess
+import sys
+
+import psutil
+
+from trainvisor.logging import LogWriterServer, MultiProcessingLogHandler
+
+TRAINVISOR = [sys.executable, "-m", "trainvisor"]
+# Logs into the run log (its writer named by TRAINVISOR_LOG_ADDRESS), says its pid, waits; told
+# to stop (SIGTERM: trainvisor's parent-death signal) it logs again, which makes it the log's
+# writer now that trainvisor is dead, and exits normally.
+CHILD = """
+import logging, os, signal, sys, time
+from trainvisor.logging import attach
+attach()
+def on_term(signum, frame):
+    logging.getLogger("child").warning("child stopping")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+logging.getLogger("child").warning("child ready")
+print(os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_sigkilled_trainvisor_leaves_nothing_in_tmp(tmp_path):
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    (tmp_path / "child.py").write_text(CHILD)
+    env = {**os.environ, "TMPDIR": str(own_tmp)}
+    tv = subprocess.Popen(TRAINVISOR + ["run", "-q", "--run-dir", "r", "--", sys.executable, "child.py"],
+                          cwd=tmp_path, stdout=subprocess.PIPE, env=env)
+    pid = None
+    try:
+        pid = int(tv.stdout.readline())
+        child = psutil.Process(pid)
+        assert [p.name for p in (tmp_path / "r").iterdir() if p.name.startswith(".tvlog-")]  # where it went
+        tv.kill()
+        assert tv.wait(timeout=30) == -9
+        child.wait(10)  # told by the parent-death signal (the log below says it handled it), gone and reaped
+        assert not psutil.pid_exists(pid)
+    finally:
+        if tv.poll() is None:
+            tv.kill()
+            tv.wait()
+        tv.stdout.close()
+        if pid is not None and psutil.pid_exists(pid):
+            psutil.Process(pid).kill()
+    assert list(own_tmp.iterdir()) == []
+    log = (tmp_path / "r" / "train.log").read_text()
+    assert "<module>()] child ready\n" in log and "on_term()] child stopping\n" in log
+    # The child took the file over as trainvisor died: its writer removed the dead one's socket
+    # directory and its own at exit.
+    assert [p.name for p in (tmp_path / "r").iterdir() if p.name.startswith(".tvlog-")] == []
+
+
+def test_a_log_whose_folder_is_too_deep_for_a_socket_path_gets_an_abstract_socket(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    with LogWriterServer.start(deep / "run.log") as server:
+        assert len(server.address.encode()) > 107 and os.path.dirname(server.directory) == str(deep)
+        st = os.stat(server.address)
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+        handler = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter("%(message)s"))
+        record = logging.LogRecord("t", logging.INFO, __file__, 1, "through the abstract socket", None, None)
+        handler.emit(record)
+        handler.close()
+    assert (deep / "run.log").read_text() == "through the abstract socket\n"
+    assert sorted(p.name for p in deep.iterdir()) == ["run.log"]  # socket directory and lock gone
