@@ -25,7 +25,8 @@ of the stored bytes; real Kodo returns a different hash for a v2 upload whose pa
 4 MiB (trainvisor uses 4 MiB parts).
 
 Faults for tests: `inject(method, path_regex, action, times)` (an HTTP status, or "drop": read
-part of the body and close the connection without a reply), `down(seconds)` (every connection
+part of the body and close the connection without a reply, or for a download "cut": the reply
+sent half way, then the connection closed), `down(seconds)` (every connection
 is closed at once), `forget_uploads()` (the server loses every upload in progress).
 """
 from __future__ import annotations
@@ -530,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._body()
                 raise KodoError(fault, "injected fault")
             if self.command == "GET" and path.startswith("/~dl/"):
-                self._download(path)
+                self._download(path, cut=fault == "cut")
                 return
             self._reply(200, self._route(path))
         except KodoError as exc:
@@ -540,7 +541,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = _dispatch
 
-    def _download(self, path: str) -> None:
+    def _download(self, path: str, *, cut: bool = False) -> None:
         bucket, _, key = path[len("/~dl/"):].partition("/")
         self.kodo.check_download(f"http://{self.headers.get('Host', '')}{self.path}")
         obj_path = self.kodo.object_path(bucket, unquote(key))
@@ -553,16 +554,21 @@ class _Handler(BaseHTTPRequestHandler):
             start = int(ranged[1])
             if start >= len(data):
                 raise KodoError(416, "requested range not satisfiable")
+        end = start + (len(data) - start) // 2 if cut else len(data)
         with self.kodo._lock:
             self.kodo.requests.append((self.command, self.path, 206 if ranged else 200))
-            self.kodo.bytes_sent += len(data) - start
+            self.kodo.bytes_sent += end - start
         self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(len(data) - start))
         if ranged:
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         self.send_header("X-Reqid", secrets.token_hex(8))
         self.end_headers()
-        self.wfile.write(data[start:])
+        self.wfile.write(data[start:end])
+        if cut:  # the reply promised in full, half of it sent, the connection closed
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _up_token(self) -> str:
         auth = self.headers.get("Authorization", "")

@@ -115,6 +115,10 @@ def test_an_interrupted_download_continues_from_its_part(uploaded, tmp_path):
     for rel in SET_90:
         assert (out / rel).read_bytes() == (snap / rel).read_bytes()
     assert not part.exists() and not (out / (STATE_90 + ".part.json")).exists()
+    from trainvisor.uploaders import open_uploader
+
+    reader = open_uploader(f"file://{root}")
+    assert reader.stat_object(f"r1/{STATE_90}").size == SNAPSHOT and reader.stat_object("r1/none") is None
 
 
 def test_a_part_of_another_object_is_started_over(uploaded, tmp_path):

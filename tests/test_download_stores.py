@@ -57,6 +57,11 @@ def test_s3_newest_set_downloads_byte_for_byte_and_continues_after_an_interrupti
     assert (out / STATE_90).read_bytes() == (snap / STATE_90).read_bytes()
     assert (out / WEIGHTS_90).read_bytes() == (snap / WEIGHTS_90).read_bytes()
     assert (out / WEIGHTS_90).stat().st_size == LARGE
+    from trainvisor.uploaders import open_uploader
+
+    reader = open_uploader("s3://ckpt/backups")
+    assert reader.stat_object(f"backups/r1/{WEIGHTS_90}").size == LARGE
+    assert reader.stat_object("backups/r1/none") is None
 
 
 def test_s3_changed_bytes_are_refused(s3_store, tmp_path):
@@ -101,6 +106,24 @@ def test_kodo_newest_set_downloads_and_an_interrupted_one_asks_only_for_the_rest
         f"/~dl/ckpt/backups/r1/{STATE_90}?e=")
     for rel in (STATE_90, WEIGHTS_90):
         assert (out / rel).read_bytes() == (snap / rel).read_bytes()
+
+
+def test_kodo_a_reply_cut_halfway_is_continued_by_a_ranged_read_within_the_call(kodo_store, tmp_path):
+    import trainvisor
+    from trainvisor.uploaders import open_uploader
+
+    kodo, snap = kodo_store
+    kodo.inject("GET", f"^/~dl/ckpt/backups/r1/{WEIGHTS_90}$", "cut")
+    waits: list[float] = []
+    report = trainvisor.download("kodo://ckpt/backups", tmp_path / "out", sleep=waits.append)
+    assert waits == [1.0]  # one backoff, then the rest
+    assert report.bytes == 2 * SNAPSHOT and report.resumed == ()  # nothing was left from an earlier call
+    gets = [(path.split("?")[0], status) for method, path, status in kodo.requests if method == "GET"]
+    assert gets[-2:] == [(f"/~dl/ckpt/backups/r1/{WEIGHTS_90}", 200), (f"/~dl/ckpt/backups/r1/{WEIGHTS_90}", 206)]
+    assert (tmp_path / "out" / WEIGHTS_90).read_bytes() == (snap / WEIGHTS_90).read_bytes()
+    reader = open_uploader("kodo://ckpt/backups")
+    assert reader.stat_object(f"backups/r1/{WEIGHTS_90}").size == SNAPSHOT
+    assert reader.stat_object("backups/r1/none") is None
 
 
 def test_kodo_a_missing_object_is_refused_and_a_signed_url_is_never_shown(kodo_store, tmp_path):

@@ -54,6 +54,7 @@ def download(
     progress: Optional[Callable[[int], None]] = None,
     retries: int = 3,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> DownloadReport:
     """Fetch one checkpoint set from `url` (file:///path, s3://bucket/prefix,
     kodo://bucket/prefix: where a run uploaded, or down to one run's folder) into `out_dir`.
@@ -61,7 +62,8 @@ def download(
     `latest` (the default): the newest complete set (its manifest's iteration, then epoch, then
     when it was stored); `set_name`: the set of that name instead. `credentials`: a KEY=value
     file whose keys win over `env` (default: the environment). `progress`: called with the
-    bytes of each piece received. `retries`: per file, on retryable read errors.
+    bytes of each piece received. `retries`: per file, on retryable read errors (a dropped
+    connection: continued from what was received, after a backoff `sleep`).
 
     Raises a one-line error: ConfigError (a bad URL or option), SetChoiceError (no set, none
     complete, no such name), SetRefused (a file differs from its manifest: nothing is moved
@@ -84,7 +86,7 @@ def download(
     chosen = newest_complete(sets, dest.shown) if set_name is None else named_set(sets, set_name, dest.shown)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fetched = fetch_set(reader, chosen, out, progress=progress, retries=retries)
+    fetched = fetch_set(reader, chosen, out, progress=progress, retries=retries, sleep=sleep)
     newer = passed_over(sets, chosen) if set_name is None else ()
     m = chosen.manifest
     return DownloadReport(source=dest.shown, set=m.name, manifest_key=chosen.manifest_key, out_dir=str(out),

@@ -14,17 +14,20 @@ from ..errors import ConfigError
 from .destinations import mask_url, parse_destination
 
 if TYPE_CHECKING:
-    from .base import Progress, UploadedObject, Uploader, UploadError
+    from .base import Progress, ReadError, StoredObject, StoreReader, UploadedObject, Uploader, UploadError
     from .local import LocalUploader
 
 _LAZY = {"Progress": "base", "UploadedObject": "base", "Uploader": "base", "UploadError": "base",
-         "LocalUploader": "local"}
+         "LocalUploader": "local", "StoreReader": "base", "StoredObject": "base", "ReadError": "base"}
 
 __all__ = [
     "Progress",
     "UploadError",
     "UploadedObject",
     "Uploader",
+    "StoreReader",
+    "StoredObject",
+    "ReadError",
     "LocalUploader",
     "register_uploader",
     "open_uploader",

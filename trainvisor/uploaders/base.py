@@ -1,4 +1,5 @@
-"""The contract every destination implements: preflight, then upload-and-verify one file."""
+"""The contract every destination implements: preflight, then upload-and-verify one file; and
+the reading side the built-in ones have too (`StoreReader`: list, stat, ranged read)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,14 +7,14 @@ from typing import Callable, Iterator, Optional, Protocol
 
 from ..errors import TrainvisorError
 
-__all__ = ["UploadError", "UploadedObject", "Uploader", "Progress", "StoredObject", "StoreReader", "ReadError"]
+__all__ = ["StoreError", "UploadError", "UploadedObject", "Uploader", "Progress", "StoredObject", "StoreReader", "ReadError"]
 
 Progress = Callable[[int], None]
 """Called with the number of bytes sent since the last call."""
 
 
-class UploadError(TrainvisorError):
-    """An upload failed. `retryable` says whether trying again can help (5xx, dropped connection)
+class StoreError(TrainvisorError):
+    """A store failed. `retryable` says whether trying again can help (5xx, dropped connection)
     or not (bad credentials, missing bucket); the message never contains credentials."""
 
     exit_code = 3
@@ -21,6 +22,10 @@ class UploadError(TrainvisorError):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class UploadError(StoreError):
+    """An upload failed."""
 
 
 @dataclass(frozen=True)
@@ -48,15 +53,8 @@ class Uploader(Protocol):
         """Upload one file under `key` and verify it."""
 
 
-class ReadError(TrainvisorError):
-    """Reading a store failed: `retryable` as for UploadError; the message never contains
-    credentials or a signed URL."""
-
-    exit_code = 3
-
-    def __init__(self, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.retryable = retryable
+class ReadError(StoreError):
+    """Reading a store failed (its message never contains a signed URL either)."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ __all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
 PART_SIZE = 4 << 20
 """Kodo's hash of a v2 upload equals the qiniu etag only with 4 MiB parts."""
 
+_PIECE = 256 << 10  # a download's read size: what a connection cut mid-piece costs again
 _MIN_TOKEN_TTL = 3600
 _SLOWEST_RATE = 256 << 10  # bytes/s: the token outlives an upload this slow
 _RESTART = {612, 701}  # the server does not know the recorded upload (v2: 612, v1: 701)
@@ -327,7 +328,7 @@ def _reply_pieces(key: str, url: str, reply) -> Iterator[bytes]:
     import requests
 
     try:
-        yield from reply.iter_content(1 << 20)
+        yield from reply.iter_content(_PIECE)
     except requests.RequestException as exc:  # a connection cut mid-body
         raise ReadError(f"GET of {key} on {url}: {type(exc).__name__}", retryable=True) from exc
     finally:
