@@ -126,14 +126,19 @@ def test_kodo_a_reply_cut_halfway_is_continued_by_a_ranged_read_within_the_call(
     assert reader.stat_object("backups/r1/none") is None
 
 
-def test_kodo_a_missing_object_is_refused_and_a_signed_url_is_never_shown(kodo_store, tmp_path):
+def test_kodo_a_missing_object_is_refused_and_a_signed_url_is_never_shown(kodo_store, tmp_path, monkeypatch):
     kodo, _snap = kodo_store
     entry = base64.urlsafe_b64encode(f"ckpt:backups/r1/{WEIGHTS_90}".encode()).decode()
     kodo.manage("delete", entry)
-    done = download_cli("kodo://ckpt/backups/r1", "--set", "lenet_iter_90", "-o", "out", cwd=tmp_path)
+    # The reading hosts from a credentials file this time, as a platform mounts them.
+    (tmp_path / "kodo.env").write_text(f"QINIU_RSF_HOST={kodo.url}\nQINIU_DOWNLOAD_HOST={kodo.download_url('ckpt')}\n")
+    monkeypatch.delenv("QINIU_RSF_HOST")
+    monkeypatch.delenv("QINIU_DOWNLOAD_HOST")
+    done = download_cli("kodo://ckpt/backups/r1", "--set", "lenet_iter_90", "-o", "out",
+                        "--credentials", "kodo.env", cwd=tmp_path)
     assert (done.returncode, done.stderr) == (
         3, f"trainvisor: set 'lenet_iter_90' refused: {WEIGHTS_90}: missing from the store (backups/r1/{WEIGHTS_90})\n")
-    latest = download_cli("kodo://ckpt/backups/r1", "-o", "out", cwd=tmp_path)
+    latest = download_cli("kodo://ckpt/backups/r1", "-o", "out", "--credentials", "kodo.env", cwd=tmp_path)
     assert latest.returncode == 0, latest.stderr
     assert latest.stderr.splitlines()[0] == (f"trainvisor: passed over set lenet_iter_90: {WEIGHTS_90}: missing "
                                             f"from the store (backups/r1/{WEIGHTS_90})")
