@@ -99,6 +99,16 @@ def test_no_set_at_all_is_one_clear_line(tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_an_object_that_only_looks_like_a_manifest_is_passed_over_with_a_warning(store, tmp_path):
+    (store / "r1" / "notes.manifest.json").write_text("[1, 2]")
+    done = download_cli(f"file://{store}/r1", "-o", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    warning, result = done.stderr.splitlines()
+    assert warning == "trainvisor: notes.manifest.json is not a manifest trainvisor can read (list indices must be " \
+                      "integers or slices, not str): skipped"
+    assert result.startswith("downloaded set lenet_iter_90 (2 file(s)")
+
+
 def test_an_interrupted_download_continues_from_its_part(uploaded, tmp_path):
     import trainvisor
 

@@ -67,6 +67,8 @@ class StoredSet:
         return not self.differences
 
     def order(self) -> tuple:
+        """What sorts sets oldest to newest: iteration, then epoch (a set with one after any
+        without), then when the manifest was stored."""
         m = self.manifest
         return (m.iteration is not None, m.iteration or 0, m.epoch is not None, m.epoch or 0.0, self.stored)
 
@@ -90,14 +92,14 @@ def _read_manifest(reader: StoreReader, obj: StoredObject) -> Optional[Manifest]
         return None
     pieces = reader.read_object(obj.key)
     try:
-        text = b"".join(pieces).decode("utf-8")
+        data = b"".join(pieces)
     finally:
         close = getattr(pieces, "close", None)
         if close is not None:
             close()
     try:
-        return Manifest.from_json(text)
-    except (ValueError, KeyError, TypeError) as exc:
+        return Manifest.from_json(data.decode("utf-8"))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # UnicodeDecodeError is a ValueError
         log.warning("%s is not a manifest trainvisor can read (%s): skipped", obj.key, exc)
         return None
 
