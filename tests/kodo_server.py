@@ -13,15 +13,20 @@ Modelled (what the SDK sends and reads, strict where a client could get it wrong
   an unknown upload id -> 612;
 - management (the rs host, same port): `POST /stat/<entry>`, `POST /delete/<entry>`, signed with
   the SDK's `Qiniu` MAC (method, path, Host, Content-Type, X-Qiniu-* headers, form body);
+- listing (the rsf host, same port): `GET /list?bucket=&prefix=&marker=&limit=`, MAC-signed;
+- private downloads: `GET /~dl/<bucket>/<key>?e=<deadline>&token=<ak>:<sign>` (`download_url(bucket)`
+  is a bucket's download domain), the sign an HMAC-SHA1 of the URL up to `e=`; `Range: bytes=N-`
+  answered 206; `bytes_sent` counts the object bytes sent;
 - every reply carries `X-Reqid` (without it the SDK reports "server is not qiniu").
 
 Not modelled: callbacks, persistent ops, regions/uc queries (a test that reached them fails),
-downloads (tests read objects with `read_object`). The returned hash is always the qiniu etag
+other ranges than `bytes=N-`. The returned hash is always the qiniu etag
 of the stored bytes; real Kodo returns a different hash for a v2 upload whose parts are not
 4 MiB (trainvisor uses 4 MiB parts).
 
 Faults for tests: `inject(method, path_regex, action, times)` (an HTTP status, or "drop": read
-part of the body and close the connection without a reply), `down(seconds)` (every connection
+part of the body and close the connection without a reply, or for a download "cut": the reply
+sent half way, then the connection closed), `down(seconds)` (every connection
 is closed at once), `forget_uploads()` (the server loses every upload in progress).
 """
 from __future__ import annotations
@@ -45,7 +50,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Optional, Union
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 __all__ = ["KodoServer"]
 
@@ -115,6 +120,7 @@ class KodoServer:
         self._faults: list[_Fault] = []
         self._down_until = 0.0
         self.bytes_received = 0
+        self.bytes_sent = 0
         self.requests: list[tuple[str, str, int]] = []
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
@@ -170,6 +176,10 @@ class KodoServer:
     def keys(self, bucket: str) -> list[str]:
         with self._lock:
             return sorted(k for b, k in self._objects if b == bucket)
+
+    def download_url(self, bucket: str) -> str:
+        """The download domain of `bucket` (real buckets have one domain each)."""
+        return f"{self.url}/~dl/{bucket}"
 
     # -- faults ----------------------------------------------------------------------------
 
@@ -391,6 +401,30 @@ class KodoServer:
                 "putTime": obj.put_time, "type": 0}
 
 
+    def list_objects(self, query: dict[str, str]) -> dict:
+        bucket, prefix = query.get("bucket", ""), query.get("prefix", "")
+        if bucket not in self.buckets:
+            raise KodoError(631, "no such bucket")
+        limit, marker = int(query.get("limit") or 1000), query.get("marker", "")
+        with self._lock:
+            found = sorted((k, o) for (b, k), o in self._objects.items()
+                           if b == bucket and k.startswith(prefix) and k > marker)
+        page = found[:limit]
+        items = [{"key": k, "fsize": o.size, "hash": o.hash, "putTime": o.put_time,
+                  "mimeType": "application/octet-stream", "type": 0} for k, o in page]
+        return {"items": items, "marker": page[-1][0] if len(found) > limit else ""}
+
+    def check_download(self, url: str) -> None:
+        """A private download URL: `...?e=<deadline>&token=<ak>:<hmac of the URL before &token>`."""
+        signed, _, token = url.rpartition("&token=")
+        ak, _, sign = token.partition(":")
+        want = _b64(hmac.new(self._secret, signed.encode(), hashlib.sha1).digest())
+        if ak != self.access_key or not hmac.compare_digest(sign, want):
+            raise KodoError(401, "bad token")
+        if int(signed.rpartition("e=")[2] or 0) < time.time():
+            raise KodoError(401, "token out of date")
+
+
 def _canonical(name: str) -> str:
     return "-".join(p[:1].upper() + p[1:].lower() for p in name.split("-"))
 
@@ -413,6 +447,11 @@ class _Server(ThreadingHTTPServer):
         with self._open_lock:
             self._open.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that hangs up mid-reply (a download cut short on purpose) is no server error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def close_connections(self) -> None:
         """Close idle keep-alive connections so their handler threads end."""
@@ -491,6 +530,9 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(fault, int):
                 self._body()
                 raise KodoError(fault, "injected fault")
+            if self.command == "GET" and path.startswith("/~dl/"):
+                self._download(path, cut=fault == "cut")
+                return
             self._reply(200, self._route(path))
         except KodoError as exc:
             self._reply(exc.status, {"error": exc.message})
@@ -498,6 +540,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, {"error": f"bad request: {exc}"})
 
     do_GET = do_POST = do_PUT = do_DELETE = _dispatch
+
+    def _download(self, path: str, *, cut: bool = False) -> None:
+        bucket, _, key = path[len("/~dl/"):].partition("/")
+        self.kodo.check_download(f"http://{self.headers.get('Host', '')}{self.path}")
+        obj_path = self.kodo.object_path(bucket, unquote(key))
+        if obj_path is None:
+            raise KodoError(404, "no such file or directory")
+        data = obj_path.read_bytes()
+        start = 0
+        ranged = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
+        if ranged:
+            start = int(ranged[1])
+            if start >= len(data):
+                raise KodoError(416, "requested range not satisfiable")
+        end = start + (len(data) - start) // 2 if cut else len(data)
+        with self.kodo._lock:
+            self.kodo.requests.append((self.command, self.path, 206 if ranged else 200))
+            self.kodo.bytes_sent += end - start
+        self.send_response(206 if ranged else 200)
+        self.send_header("Content-Length", str(len(data) - start))
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        self.send_header("X-Reqid", secrets.token_hex(8))
+        self.end_headers()
+        self.wfile.write(data[start:end])
+        if cut:  # the reply promised in full, half of it sent, the connection closed
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _up_token(self) -> str:
         auth = self.headers.get("Authorization", "")
@@ -537,6 +608,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return kodo.complete(self._up_token(), bucket, key, upload_id, json.loads(self._body() or b"{}"))
             if method == "DELETE" and upload_id and n is None:
                 return kodo.abort(self._up_token(), bucket, key, upload_id)
+        if method == "GET" and path == "/list":
+            kodo.check_mac(method, self.path, self.headers, b"")
+            query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
+            return kodo.list_objects(query)
         for op in ("stat", "delete"):
             if method == "POST" and path.startswith(f"/{op}/"):
                 body = self._body()

@@ -8,6 +8,7 @@ back up its checkpoints.
     events = replay("train.log", parser="caffe").events
     report = upload(["snapshots/"], to="s3://bucket/prefix")
     plot("runs/exp1", "exp1.png")                   # needs matplotlib: the `plot` extra
+    fetched = download("s3://bucket/prefix/RUN_ID", "ckpt/")   # the newest complete set
 
 Names are imported on first use, so `import trainvisor` stays cheap: a supervised run must not
 pay for the parsers, the uploaders or psutil before it needs them.
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from .calls.logs import Replayed, parse_tables, replay
     from .calls.uploads import UploadReport, upload
     from .plotting import Plotted, plot
+    from .calls.download import DownloadReport, download
     from .sinks.registry import available_sinks, register_sink
     from .run import Run, RunSummary
     from .run.live import RunResult, supervise
@@ -60,6 +62,8 @@ _EXPORTS = {
     "UploadReport": "calls.uploads",
     "plot": "plotting",
     "Plotted": "plotting",
+    "download": "calls.download",
+    "DownloadReport": "calls.download",
     "register_sink": "sinks.registry",
     "available_sinks": "sinks.registry",
     "Run": "run",

@@ -30,6 +30,7 @@ COMMANDS = {
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
     "plot": ("plot_cmd", "plot", "Draw a run's metrics (RUN_DIR, metrics.jsonl or LOG) into a PNG, SVG or PDF."),
     "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
+    "download": ("download_cmd", "download", "Download a checkpoint set, verified against its manifest, resumable."),
 }
 
 

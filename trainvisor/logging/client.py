@@ -16,6 +16,7 @@ from typing import Callable
 from .election import LogTarget, elect
 from .protocol import ACK
 from .rotation import LogWriterError
+from .target import connectable
 from .writer import LogWriterServer
 
 __all__ = ["WriterConnection", "DEFAULT_SEND_TIMEOUT", "OWNING", "write_stderr"]
@@ -219,7 +220,7 @@ class WriterConnection:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self.send_timeout)
-            sock.connect(address)
+            sock.connect(connectable(address))
             sock.settimeout(None)
             # A kernel send timeout keeps sends to a live writer as cheap as blocking ones,
             # while a writer that stopped reading cannot block this process for ever.

@@ -1,13 +1,22 @@
-"""What a process needs to become the writer of a log file (`LogTarget`), and the note a
-writer leaves beside its socket so that a client that was given only the address (`connect()`,
-`attach()`) learns the file too, and can take over when that writer dies."""
+"""What a process needs to become the writer of a log file (`LogTarget`), the note a writer
+leaves beside its socket so that a client that was given only the address (`connect()`,
+`attach()`) learns the file too, and can take over when that writer dies, and the address
+itself: a socket path, or a file at that path naming an abstract socket."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import secrets
+import socket
+import stat
+import struct
 from dataclasses import asdict, dataclass
 
-__all__ = ["LogTarget", "read_target", "write_target"]
+__all__ = ["LogTarget", "read_target", "write_target", "bind_listener", "connectable", "same_user",
+           "MAX_SOCKET_PATH"]
+
+MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 
 _TARGET_NAME = "log.target"
 
@@ -58,3 +67,43 @@ def read_target(address: str) -> LogTarget | None:
 
 def _private(st: os.stat_result) -> bool:
     return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def bind_listener(listener: socket.socket, address: str) -> bool:
+    """Bind `listener` at the path `address`; True when it had to go to the abstract namespace.
+
+    The socket lives beside the log file (in the run directory), where a path may be longer
+    than sun_path holds or the filesystem may hold no sockets. Then it is bound under a random
+    abstract name (gone with the process: nothing to leave behind), and `address` becomes a
+    private file holding that name, so every address stays a path in the private directory
+    (the note beside it, the stale-directory cleanup and `connectable` work the same)."""
+    if len(address.encode()) <= MAX_SOCKET_PATH:
+        try:
+            listener.bind(address)
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EACCES):
+                raise
+    name = f"trainvisor-log-{secrets.token_hex(16)}"
+    listener.bind("\0" + name)
+    fd = os.open(address, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="ascii") as f:
+        f.write(name)
+    return True
+
+
+def connectable(address: str) -> str:
+    """What `socket.connect` takes for `address`: the path of a socket, or the abstract name a
+    file there holds (see `bind_listener`). OSError when there is nothing at `address`."""
+    st = os.stat(address)
+    if not stat.S_ISREG(st.st_mode):
+        return address
+    with open(address, encoding="ascii") as f:
+        return "\0" + f.read(64).strip()
+
+
+def same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end of `conn` runs as this user: an abstract socket has
+    no file mode to keep others out, so the writer asks each connection."""
+    pid_uid_gid = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", pid_uid_gid)[1] == os.getuid()

@@ -1,11 +1,12 @@
 """The one writer: owns the log file, does rotation, and receives records from every process.
 
 A daemon thread in the process that starts the server accepts connections on a Unix stream
-socket in a private temporary directory and appends whole frames to the file. Only this
-thread touches the file, so records never interleave and rotation happens exactly once; the
-server holds the file's `WriterLock` for its whole life, so no other process writes it.
-After each write it tells every sender how many of its records are in the file (an ack),
-so a sender can re-send the rest to the next writer if this one dies.
+socket in a private directory beside the log file (the run directory: a trainvisor killed by
+a signal leaves nothing in /tmp, and the file's next writer removes what it left) and appends
+whole frames to the file. Only this thread touches the file, so records never interleave and
+rotation happens exactly once; the server holds the file's `WriterLock` for its whole life, so
+no other process writes it. After each write it tells every sender how many of its records are
+in the file (an ack), so a sender can re-send the rest to the next writer if this one dies.
 """
 from __future__ import annotations
 
@@ -25,17 +26,16 @@ from ..stderr_gate import write_all as _write_all
 from .lockfile import WriterLock
 from .protocol import ACK, ENV_VAR, FrameDecoder, ProtocolError
 from .rotation import LogWriterError, RotatingFile, warn as _warn
-from .target import LogTarget, write_target
+from .target import MAX_SOCKET_PATH, LogTarget, bind_listener, same_user, write_target
 
 __all__ = ["LogWriterError", "LogWriterServer", "RotatingFile"]
 
 _SOCKET_NAME = "log.sock"
-_DIR_PREFIX = "tvlog-"
+_DIR_PREFIX = ".tvlog-"
 _RECV_BYTES = 256 * 1024
 _COALESCE_BYTES = 64 * 1024
 _COALESCE_SECONDS = 0.002  # at most this much added latency while records trickle in
 _DRAIN_SECONDS = 5.0
-_MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 
 
 _LIVE: "weakref.WeakSet[LogWriterServer]" = weakref.WeakSet()
@@ -70,7 +70,7 @@ class LogWriterServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector = selectors.DefaultSelector()
         try:
-            self._listener.bind(self.address)
+            self._abstract = bind_listener(self._listener, self.address)
             self._listener.listen(socket.SOMAXCONN)
             self._listener.setblocking(False)
             self._wake_r.setblocking(False)
@@ -96,14 +96,17 @@ class LogWriterServer:
 
         `lock` is the file's writer lock, already acquired (by the handler's election);
         without it, it is taken here and a file another process writes is refused.
-        The socket lives in a fresh private (0700) directory under `socket_dir` (default: the
-        system temp dir), removed by `close()`; the next writer removes the directory a
-        SIGKILLed writer left behind."""
+        The socket lives in a fresh private (0700) directory under `socket_dir` (default: the log
+        file's, so a SIGKILL leaves nothing in /tmp; a path there too long for a socket binds it
+        in the abstract namespace), removed by `close()`, or by the next writer after a SIGKILL."""
+        where = socket_dir if socket_dir is not None else os.path.dirname(os.path.abspath(os.fspath(filename)))
         try:
-            directory = tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=socket_dir)
+            if socket_dir is None:  # the log file's folder: made now, not only when the lock is taken
+                os.makedirs(where, exist_ok=True)
+            directory = tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=where)
         except OSError as exc:
-            raise LogWriterError(f"cannot create a socket directory in {socket_dir}: {exc}") from exc
-        if len(os.path.join(directory, _SOCKET_NAME).encode()) > _MAX_SOCKET_PATH:
+            raise LogWriterError(f"cannot create a socket directory in {where}: {exc}") from exc
+        if socket_dir is not None and len(os.path.join(directory, _SOCKET_NAME).encode()) > MAX_SOCKET_PATH:
             os.rmdir(directory)
             raise LogWriterError(f"socket directory path too long for a Unix socket: {directory}")
         try:
@@ -196,6 +199,9 @@ class LogWriterServer:
                 except OSError as exc:  # e.g. EMFILE: keep serving the connections we have
                     _warn(f"cannot accept a log connection: {exc}")
                     return
+                if self._abstract and not same_user(conn):
+                    conn.close()  # an abstract socket has no file mode: whoever else connects is refused here
+                    continue
                 conn.setblocking(False)
                 decoder = FrameDecoder()
                 self._connections[conn] = decoder

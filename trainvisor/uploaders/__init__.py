@@ -14,17 +14,20 @@ from ..errors import ConfigError
 from .destinations import mask_url, parse_destination
 
 if TYPE_CHECKING:
-    from .base import Progress, UploadedObject, Uploader, UploadError
+    from .base import Progress, ReadError, StoredObject, StoreReader, UploadedObject, Uploader, UploadError
     from .local import LocalUploader
 
 _LAZY = {"Progress": "base", "UploadedObject": "base", "Uploader": "base", "UploadError": "base",
-         "LocalUploader": "local"}
+         "LocalUploader": "local", "StoreReader": "base", "StoredObject": "base", "ReadError": "base"}
 
 __all__ = [
     "Progress",
     "UploadError",
     "UploadedObject",
     "Uploader",
+    "StoreReader",
+    "StoredObject",
+    "ReadError",
     "LocalUploader",
     "register_uploader",
     "open_uploader",
@@ -106,8 +109,9 @@ def _open_kodo(url: str, state_dir: Optional[str], env: Mapping[str, str]) -> Up
     def offline_check(hosts) -> None:
         # Before the SDK sees a region id: from one it derives (and would resolve) public hosts.
         _refuse_public_host_when_offline(hosts.up_host, url, "Qiniu's public hosts")
-        if hosts.rs_host:
-            _refuse_public_host_when_offline(hosts.rs_host, url, "Qiniu's public hosts")
+        for host in (hosts.rs_host, hosts.rsf_host, hosts.download_host):
+            if host:
+                _refuse_public_host_when_offline(host, url, "Qiniu's public hosts")
 
     return open_kodo(url, state_dir=state_dir, env=env, check_hosts=offline_check)
 

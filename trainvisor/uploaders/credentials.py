@@ -21,6 +21,7 @@ __all__ = ["CREDENTIAL_KEYS", "S3Credentials", "read_credentials_file", "destina
 
 CREDENTIAL_KEYS = frozenset({
     "QINIU_ACCESS_KEY", "QINIU_SECRET_KEY", "QINIU_UP_HOST", "QINIU_RS_HOST", "QINIU_REGION",
+    "QINIU_RSF_HOST", "QINIU_DOWNLOAD_HOST",  # what `trainvisor download` reads a bucket back through
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
     "AWS_DEFAULT_REGION", "AWS_REGION",
     "TRAINVISOR_WEBHOOK_TOKEN",  # the webhook sink's bearer token (sinks/webhook.py): one file serves both

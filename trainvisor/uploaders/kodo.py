@@ -16,7 +16,8 @@ import os
 import shutil
 import threading
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
+from urllib.parse import quote
 
 import qiniu
 from qiniu.http.endpoint import Endpoint
@@ -24,7 +25,7 @@ from qiniu.http.region import Region, ServiceName
 from qiniu.services.storage.uploaders import FormUploader, ResumeUploaderV2
 
 from .background import Background
-from .base import Progress, UploadedObject, UploadError
+from .base import Progress, ReadError, StoredObject, UploadedObject, UploadError
 from .pool import DaemonThreadPool
 from .records import ResumeRecords
 
@@ -33,6 +34,7 @@ __all__ = ["KodoUploader", "KodoHosts", "qiniu_etag"]
 PART_SIZE = 4 << 20
 """Kodo's hash of a v2 upload equals the qiniu etag only with 4 MiB parts."""
 
+_PIECE = 256 << 10  # a download's read size: what a connection cut mid-piece costs again
 _MIN_TOKEN_TTL = 3600
 _SLOWEST_RATE = 256 << 10  # bytes/s: the token outlives an upload this slow
 _RESTART = {612, 701}  # the server does not know the recorded upload (v2: 612, v1: 701)
@@ -60,17 +62,23 @@ def qiniu_etag(path: str) -> str:
 
 @dataclass(frozen=True)
 class KodoHosts:
-    """Where the bucket lives: explicit hosts (URLs with scheme), or a region id such as `z0`."""
+    """Where the bucket lives: explicit hosts (URLs with scheme), or a region id such as `z0`.
+    Reading back (`trainvisor download`) also needs `rsf_host` (listing; a region id implies it)
+    and `download_host`, the bucket's download domain (no region implies one)."""
 
     up_host: Optional[str] = None
     rs_host: Optional[str] = None
     region_id: Optional[str] = None
+    rsf_host: Optional[str] = None
+    download_host: Optional[str] = None
 
     def region(self) -> Region:
         if self.up_host:
             services = {ServiceName.UP: [Endpoint.from_host(self.up_host)]}
             if self.rs_host:
                 services[ServiceName.RS] = [Endpoint.from_host(self.rs_host)]
+            if self.rsf_host:
+                services[ServiceName.RSF] = [Endpoint.from_host(self.rsf_host)]
             return Region(region_id=self.region_id, services=services)
         if self.region_id:
             return Region.from_region_id(self.region_id, preferred_scheme="https")
@@ -253,6 +261,62 @@ class KodoUploader:
             sent[0] = 0
         return ret, info
 
+    # -- reading (StoreReader) --------------------------------------------------------------
+
+    def _manager(self) -> "qiniu.BucketManager":
+        return qiniu.BucketManager(self._auth, regions=self._regions, preferred_scheme=self._hosts.scheme)
+
+    def list_objects(self, prefix: str) -> Iterator[StoredObject]:
+        if self._hosts.up_host and not self._hosts.rsf_host:
+            raise ReadError(f"listing {self.url} needs its rsf host (QINIU_RSF_HOST)",
+                            retryable=False)
+        marker = None
+        while True:
+            ret, _eof, info = self._manager().list(self.bucket, prefix=prefix, marker=marker, limit=1000)
+            if ret is None:
+                err = self._error(f"listing {prefix or '/'}", info)
+                raise ReadError(str(err), retryable=err.retryable)
+            for item in ret.get("items") or ():
+                yield StoredObject(item["key"], int(item["fsize"]), int(item["putTime"]) / 1e7)
+            marker = ret.get("marker")
+            if not marker:
+                return
+
+    def stat_object(self, key: str) -> Optional[StoredObject]:
+        if self._hosts.up_host and not self._hosts.rs_host:
+            raise ReadError(f"stat on {self.url} needs its rs host (QINIU_RS_HOST)", retryable=False)
+        ret, info = self._manager().stat(self.bucket, key)
+        if ret is None:
+            if getattr(info, "status_code", None) == 612:  # no such object
+                return None
+            err = self._error(f"stat of {key}", info)
+            raise ReadError(str(err), retryable=err.retryable)
+        return StoredObject(key, int(ret["fsize"]), int(ret["putTime"]) / 1e7)
+
+    def read_object(self, key: str, offset: int = 0) -> Iterator[bytes]:
+        """GET of a private download URL (signed, valid an hour) on the bucket's download domain,
+        ranged from `offset`. The signed URL is never shown: messages name the key."""
+        import requests  # the qiniu SDK's own HTTP library
+
+        if not self._hosts.download_host:
+            raise ReadError(f"reading {self.url} needs its download domain (QINIU_DOWNLOAD_HOST)",
+                            retryable=False)
+        url = self._auth.private_download_url(f"{self._hosts.download_host.rstrip('/')}/{quote(key)}", 3600)
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        try:
+            reply = requests.get(url, headers=headers, stream=True, timeout=60)
+        except requests.RequestException as exc:
+            raise ReadError(f"GET of {key} on {self.url}: connection failed ({type(exc).__name__})",
+                            retryable=True) from exc
+        if reply.status_code != (206 if offset else 200):
+            reply.close()
+            if reply.status_code == 404:
+                raise ReadError(f"{key}: no such object in {self.url}", retryable=False)
+            raise ReadError(f"GET of {key} on {self.url}: HTTP {reply.status_code}"
+                            + (" (the range was not honoured)" if reply.status_code == 200 else ""),
+                            retryable=reply.status_code >= 500)
+        return _reply_pieces(key, self.url, reply)
+
     def _record_folder(self, key: str, st: os.stat_result) -> Optional[str]:
         if not self._state_dir:
             return None
@@ -260,10 +324,22 @@ class KodoUploader:
         return os.path.join(self._state_dir, hashlib.sha1(version).hexdigest()[:20])
 
 
+def _reply_pieces(key: str, url: str, reply) -> Iterator[bytes]:
+    import requests
+
+    try:
+        yield from reply.iter_content(_PIECE)
+    except requests.RequestException as exc:  # a connection cut mid-body
+        raise ReadError(f"GET of {key} on {url}: {type(exc).__name__}", retryable=True) from exc
+    finally:
+        reply.close()
+
+
 def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | dict[str, str]",
               check_hosts: Callable[[KodoHosts], None] = lambda hosts: None) -> KodoUploader:
     """`kodo://bucket/prefix[?up_host=URL&rs_host=URL&region=ID]`; hosts default to
-    QINIU_UP_HOST / QINIU_RS_HOST / QINIU_REGION, credentials come from QINIU_ACCESS_KEY and
+    QINIU_UP_HOST / QINIU_RS_HOST / QINIU_REGION (reading back also QINIU_RSF_HOST and
+    QINIU_DOWNLOAD_HOST, the bucket's download domain), credentials come from QINIU_ACCESS_KEY and
     QINIU_SECRET_KEY only (never from the URL, which ends up in logs). `check_hosts` may refuse
     the hosts (offline mode) before any SDK object is built from them."""
     from ..errors import ConfigError
@@ -273,8 +349,11 @@ def open_kodo(url: str, *, state_dir: Optional[str], env: "os._Environ[str] | di
     query = dest.options
     hosts = KodoHosts(up_host=query.get("up_host") or env.get("QINIU_UP_HOST") or None,
                       rs_host=query.get("rs_host") or env.get("QINIU_RS_HOST") or None,
-                      region_id=query.get("region") or env.get("QINIU_REGION") or None)
-    for name, host in (("up_host", hosts.up_host), ("rs_host", hosts.rs_host)):
+                      region_id=query.get("region") or env.get("QINIU_REGION") or None,
+                      rsf_host=env.get("QINIU_RSF_HOST") or None,
+                      download_host=env.get("QINIU_DOWNLOAD_HOST") or None)
+    for name, host in (("up_host", hosts.up_host), ("rs_host", hosts.rs_host), ("rsf_host", hosts.rsf_host),
+                       ("download_host", hosts.download_host)):
         if host and not host.startswith(("http://", "https://")):
             raise ConfigError(f"Kodo {name} must be a URL with http:// or https://, got {host!r}")
     if not hosts.up_host and not hosts.region_id:

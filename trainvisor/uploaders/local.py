@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
-from .base import Progress, UploadedObject, UploadError
+from .base import Progress, ReadError, StoredObject, UploadedObject, UploadError
 
-__all__ = ["LocalUploader"]
+__all__ = ["LocalUploader", "file_sha256"]
 
 _CHUNK = 1 << 20
 
@@ -25,7 +25,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file's bytes: what a file:// object's checksum says."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
@@ -34,7 +35,8 @@ def _sha256(path: Path) -> str:
 
 
 class LocalUploader:
-    """Copies files under a root directory; checksum is sha256 re-read from the stored copy."""
+    """Copies files under a root directory; checksum is sha256 re-read from the stored copy.
+    Reads them back too (StoreReader): a key is a path under the root."""
 
     def __init__(self, root: str, *, url: str = "") -> None:
         self.root = Path(root)
@@ -71,7 +73,7 @@ class LocalUploader:
                         progress(len(chunk))
                 dst.flush()
                 os.fsync(dst.fileno())
-            stored = _sha256(tmp)
+            stored = file_sha256(tmp)
             if stored != src_hash.hexdigest():
                 tmp.unlink()
                 raise UploadError(f"{key}: stored copy does not match the source", retryable=True)
@@ -85,3 +87,45 @@ class LocalUploader:
             if tmp.exists():  # cut short (a failure, or progress() cancelling at close): no debris
                 tmp.unlink()
         return UploadedObject(key=key, size=size, checksum=f"sha256:{stored}")
+
+    # -- reading (StoreReader) --------------------------------------------------------------
+
+    def list_objects(self, prefix: str) -> Iterator[StoredObject]:
+        # A key is a relative path under the root: walk the deepest folder the prefix names.
+        start = self.root / prefix.rpartition("/")[0]
+        for folder, _dirs, names in os.walk(start):
+            for name in names:
+                path = Path(folder, name)
+                key = path.relative_to(self.root).as_posix()
+                if not key.startswith(prefix) or name.endswith(".trainvisor-tmp"):
+                    continue  # an upload in flight is no object yet
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                yield StoredObject(key, st.st_size, st.st_mtime)
+
+    def stat_object(self, key: str) -> Optional[StoredObject]:
+        try:
+            st = self._target(key).stat()
+        except (FileNotFoundError, UploadError):
+            return None
+        except OSError as exc:
+            raise ReadError(f"{key}: cannot read {self.url}: {exc.strerror}", retryable=True) from exc
+        return StoredObject(key, st.st_size, st.st_mtime)
+
+    def read_object(self, key: str, offset: int = 0) -> Iterator[bytes]:
+        try:
+            f = open(self._target(key), "rb")
+        except (FileNotFoundError, UploadError):
+            raise ReadError(f"{key}: no such object in {self.url}", retryable=False) from None
+        except OSError as exc:
+            raise ReadError(f"{key}: cannot read {self.url}: {exc.strerror}", retryable=True) from exc
+        return _pieces(f, offset)
+
+
+def _pieces(f, offset: int) -> Iterator[bytes]:
+    with f:
+        f.seek(offset)
+        while chunk := f.read(_CHUNK):
+            yield chunk

@@ -24,19 +24,19 @@ import hashlib
 import os
 import threading
 from concurrent.futures import FIRST_EXCEPTION, wait
-from typing import Optional
+from typing import Iterator, Optional
 
 import boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from .base import Progress, UploadedObject, UploadError
+from .base import Progress, ReadError, StoredObject, UploadedObject, UploadError
 from .credentials import S3Credentials
 from .pool import DaemonThreadPool
 from .records import ResumeRecords, S3ResumeRecord
 
-__all__ = ["S3Uploader", "part_size_for"]
+__all__ = ["S3Uploader", "part_size_for", "file_etag"]
 
 _PART = 8 << 20
 _MAX_PARTS = 10_000  # S3's limit on parts per upload
@@ -62,6 +62,26 @@ def _local_etag(fd: int, size: int, part: int, *, multipart: bool) -> str:
         return md5.hexdigest()
     return _combined_etag([hashlib.md5(os.pread(fd, min(part, size - offset), offset)).digest()
                            for offset in range(0, size, part)])
+
+
+def file_etag(path: str, like: str, base: int = _PART) -> str:
+    """The ETag S3 gives this file when uploaded as the object whose ETag is `like` was: whole,
+    or in N parts. The part size is not stored: trainvisor's own for this size is tried first,
+    then each whole-MiB size that makes N parts (a few at most); the first that gives `like`
+    wins, else the ETag under trainvisor's part size (a mismatch to report)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if "-" not in like:
+            return _local_etag(f.fileno(), size, base, multipart=False)
+        parts = int(like.rpartition("-")[2] or 0)
+        mib = 1 << 20
+        lowest = -(-size // max(parts, 1) // mib) or 1
+        highest = (size - 1) // (parts - 1) // mib if parts > 1 else lowest
+        own = part_size_for(size, base)
+        for part in [own, *(p * mib for p in range(lowest, min(highest, lowest + 16) + 1) if p * mib != own)]:
+            if -(-size // part) == parts and _local_etag(f.fileno(), size, part, multipart=True) == like:
+                return like
+        return _local_etag(f.fileno(), size, own, multipart=True)
 
 
 def _etag(reply: dict) -> str:
@@ -284,6 +304,52 @@ class S3Uploader:
         except (ClientError, BotoCoreError):
             pass  # already gone, or the store is down: the bucket's lifecycle rule is the backstop
         self._records.forget(key)
+
+    # -- reading (StoreReader) --------------------------------------------------------------
+
+    def _read_error(self, what: str, exc: Exception) -> ReadError:
+        err = self._error(what, exc)
+        return ReadError(str(err), retryable=err.retryable)
+
+    def list_objects(self, prefix: str) -> Iterator[StoredObject]:
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", ()):
+                    yield StoredObject(item["Key"], item["Size"], item["LastModified"].timestamp())
+        except (ClientError, BotoCoreError) as exc:
+            raise self._read_error(f"listing {prefix or '/'}", exc) from exc
+
+    def stat_object(self, key: str) -> Optional[StoredObject]:
+        try:
+            head = self._client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._read_error(f"HEAD of {key}", exc) from exc
+        except BotoCoreError as exc:
+            raise self._read_error(f"HEAD of {key}", exc) from exc
+        return StoredObject(key, head["ContentLength"], head["LastModified"].timestamp())
+
+    def read_object(self, key: str, offset: int = 0) -> Iterator[bytes]:
+        """A ranged GET from `offset` (a resumed download asks only for what it lacks)."""
+        ranged = {"Range": f"bytes={offset}-"} if offset else {}
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=key, **ranged)["Body"]
+        except ClientError as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                raise ReadError(f"{key}: no such object in {self.url}", retryable=False) from None
+            raise self._read_error(f"GET of {key}", exc) from exc
+        except BotoCoreError as exc:
+            raise self._read_error(f"GET of {key}", exc) from exc
+        return self._body_pieces(key, body)
+
+    def _body_pieces(self, key: str, body) -> Iterator[bytes]:
+        try:
+            yield from body.iter_chunks(1 << 20)
+        except (BotoCoreError, OSError) as exc:  # a connection cut mid-body
+            raise ReadError(f"GET of {key} on {self.url}: {type(exc).__name__}", retryable=True) from exc
+        finally:
+            body.close()
 
 
 class _PartHashes:
