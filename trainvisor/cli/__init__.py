@@ -28,6 +28,7 @@ COMMANDS = {
     "replay": ("log_cmds", "replay", "Parse a saved LOG through the same pipeline as a live run."),
     "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
+    "fake-training": ("fake_cmd", "fake_training", "Print a saved LOG as its training did, checkpoints too (no GPU)."),
     "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
 }
 
