@@ -29,6 +29,19 @@ def real_logs(framework: str) -> Path:
     return d
 
 
+def pytest_configure(config):
+    """The project's own tests use its pytest plugin. Installed (CI: `pip install -e .`), the
+    `pytest11` entry point has registered it; from a checkout on another install's path, it is
+    registered here under the entry point's name, so `-p no:trainvisor` still turns it off."""
+    manager = config.pluginmanager
+    if manager.has_plugin("trainvisor") or manager.is_blocked("trainvisor"):
+        return
+    pytest.register_assert_rewrite("trainvisor.testing.plugin")
+    from trainvisor.testing import plugin
+
+    manager.register(plugin, "trainvisor")
+
+
 @pytest.fixture
 def fake_caffe() -> list[str]:
     """argv prefix that runs fixtures/bin/fake-caffe with this interpreter (no PATH wrapper)."""

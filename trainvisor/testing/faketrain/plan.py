@@ -51,11 +51,16 @@ def _cut(data, nl):
     return out
 
 
+def _codec(raw: bytes) -> str:
+    """A UTF-16 log says which by its BOM; anything else is cut as bytes (UTF-8, GBK: ``\\n`` is one byte)."""
+    return "utf-16-le" if raw.startswith(b"\xff\xfe") else "utf-16-be" if raw.startswith(b"\xfe\xff") else "utf-8"
+
+
 def split_lines(raw: bytes) -> tuple[bytes, ...]:
-    """The log cut after each newline, in its own encoding: a UTF-16 log (its BOM says which)
-    is cut as text and each piece encoded back, so the pieces still join to the file's bytes."""
-    codec = "utf-16-le" if raw.startswith(b"\xff\xfe") else "utf-16-be" if raw.startswith(b"\xfe\xff") else None
-    if codec is None:
+    """The log cut after each newline, in its own encoding: a UTF-16 log is cut as text and each
+    piece encoded back, so the pieces still join to the file's bytes."""
+    codec = _codec(raw)
+    if codec == "utf-8":
         return tuple(_cut(raw, b"\n"))
     try:
         pieces = tuple(s.encode(codec, "surrogatepass") for s in _cut(raw.decode(codec, "surrogatepass"), "\n"))
@@ -75,7 +80,7 @@ def make_plan(log: Path, *, framework: Optional[str] = None, year: int = 2026) -
         raise ConfigError(f"cannot read {log}: {exc.strerror}") from exc
     lines = split_lines(raw)
     if framework is None:
-        head = [b.decode("utf-8", "replace") for b in lines[:_HEAD_LINES]]
+        head = [b.decode(_codec(raw), "replace") for b in lines[:_HEAD_LINES]]
         framework = framework_of(head)
     saves: dict[int, list[Save]] = {}
     iterations: dict[int, int] = {}
