@@ -1,0 +1,169 @@
+"""`trainvisor fake-training LOG`: a saved log played as its training did (checkpoint files,
+signals, exit). That every real log's bytes pass through a run of it unchanged, with the records
+a replay gives, is tests/test_run_replay.py's; here: the files, the signals, the exits."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURES, real_logs
+
+ANNOUNCED = FIXTURES / "logs" / "announcements"
+LENET = FIXTURES / "logs" / "lenet-newyear.log"
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("name, files", [
+    ("huggingface.log", [f"out/{d}{f}" for d in ("checkpoint-1000/", "checkpoint-500/", "")
+                         for f in ("model.safetensors", "optimizer.pt", "trainer_state.json")]),
+    ("keras.log", ["ckpt/best.keras", "ckpt/weights.03.weights.h5"]),
+    ("keras2.log", ["ckpt/weights.01-0.40.h5", "ckpt/weights.02-0.35.h5"]),
+    # an absolute path is re-rooted under the snapshot directory: a fake never writes outside it
+    ("lightning.log", ["ckpts/epoch=2.ckpt", "tmp/lightning_logs/version_0/checkpoints/epoch=0-step=10.ckpt"]),
+    ("mmengine.log", ["data/work_dirs/rtmdet_tiny/epoch_1.pth", "data/work_dirs/rtmdet_tiny/iter_200.pth"]),
+    ("yolo.log", ["runs/detect/train/weights/best.pt", "runs/detect/train/weights/last.pt"]),
+])
+def test_writes_the_checkpoints_each_framework_announces(name, files, tmp_path, fake_training):
+    done = subprocess.run(fake_training(ANNOUNCED / name, snapshot_size=300), cwd=tmp_path, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert files_under(tmp_path) == sorted(files)
+    assert {(tmp_path / f).stat().st_size for f in files} == {300}
+
+
+def test_tensorflow_checkpoint_prefix_is_written_as_its_three_files(tmp_path, fake_training):
+    log = real_logs("tensorflow") / "bert-similarity-estimator.log"
+    subprocess.run(fake_training(log, snapshot_dir=tmp_path / "snap"), capture_output=True, timeout=60, check=True)
+    result = tmp_path / "snap" / "home/amei/Worspace/bert-utils/tmp/result"
+    assert sorted(p.name for p in result.iterdir() if p.name.startswith("model.ckpt-399.")) == [
+        "model.ckpt-399.data-00000-of-00001", "model.ckpt-399.index", "model.ckpt-399.meta"]
+    assert len(list(result.iterdir())) == 15 * 3  # the 15 saves the log announces
+
+
+def read_lines_with_files(proc: subprocess.Popen, stream, root: Path, wanted: str) -> dict[str, bool]:
+    """For each line holding `wanted`: whether the file it names existed when the line was read."""
+    seen = {}
+    for raw in stream:
+        if wanted.encode() in raw:
+            name = raw.split(wanted.encode(), 1)[1].strip().strip(b'"').split(b",")[0].decode()
+            seen[name] = (root / name).exists()
+    proc.wait(timeout=60)
+    return seen
+
+
+def test_mxnet_params_exist_before_their_saved_line(tmp_path, fake_training):
+    """MXNet prints ``Saved checkpoint to`` after writing the file: a reader of the line finds it."""
+    log = real_logs("mxnet") / "ouyangchao-mxnet-cls.log"
+    with subprocess.Popen(fake_training(log), cwd=tmp_path, stderr=subprocess.PIPE) as proc:
+        seen = read_lines_with_files(proc, proc.stderr, tmp_path, "Saved checkpoint to ")
+    assert seen == {f"models/img_cls-{i:04d}.params": True for i in range(1, 11)}
+
+
+def test_caffe_snapshots_are_written_by_the_next_line(tmp_path, fake_training):
+    """Caffe announces a snapshot, then writes it: the next line of the log proves it is there."""
+    with subprocess.Popen(fake_training(LENET), cwd=tmp_path, stderr=subprocess.PIPE) as proc:
+        announced, proven = None, []
+        for raw in proc.stderr:
+            if announced is not None:
+                proven.append((announced, (tmp_path / announced).is_file()))
+            announced = raw.rsplit(b" ", 1)[1].strip().decode() if b"Snapshotting" in raw else None
+    assert proc.returncode == 0
+    assert proven == [(f"examples/mnist/lenet_iter_{i}.{ext}", True)
+                      for i in (250, 500, 750, 1000) for ext in ("caffemodel", "solverstate")]
+
+
+def started(argv: list[str], cwd: Path, log_bytes: bytes, stream: str) -> subprocess.Popen:
+    """The fake child, once it has printed all of `log_bytes` (it lingers after them)."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    fd = (proc.stderr if stream == "stderr" else proc.stdout).fileno()
+    got = b""
+    while len(got) < len(log_bytes):
+        chunk = os.read(fd, len(log_bytes) - len(got))
+        assert chunk, f"the fake ended early: {got[-200:]!r}"
+        got += chunk
+    assert got == log_bytes
+    return proc
+
+
+@pytest.fixture
+def lenet_to_400(tmp_path) -> Path:
+    """The fixture log's first 54 lines: the last metric is of iteration 400."""
+    log = tmp_path / "lenet-400.log"
+    log.write_bytes(b"".join(LENET.read_bytes().splitlines(keepends=True)[:54]))
+    return log
+
+
+def test_caffe_on_sigint_snapshots_the_current_iteration_and_exits_0(lenet_to_400, tmp_path, fake_training,
+                                                                     replay_log):
+    with started(fake_training(lenet_to_400, linger=60), tmp_path, lenet_to_400.read_bytes(), "stderr") as proc:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out == b""
+    assert err.decode().splitlines() == [
+        "I1231 23:59:20.108387  4242 solver.cpp:454] Snapshotting to binary proto file examples/mnist/lenet_iter_400.caffemodel",
+        "I1231 23:59:20.108387  4242 solver.cpp:454] Snapshotting solver state to binary proto file "
+        "examples/mnist/lenet_iter_400.solverstate",
+        "I1231 23:59:20.108387  4242 solver.cpp:327] Optimization stopped early.",
+    ]
+    assert (tmp_path / "examples/mnist/lenet_iter_400.caffemodel").is_file()
+    tail = tmp_path / "tail.log"
+    tail.write_bytes(err)
+    assert [(c.kind, c.path) for c in replay_log(tail, parser="caffe").checkpoints] == [
+        ("weights", "examples/mnist/lenet_iter_400.caffemodel"),
+        ("solverstate", "examples/mnist/lenet_iter_400.solverstate")]
+
+
+def test_caffe_on_sighup_snapshots_and_goes_on(lenet_to_400, tmp_path, fake_training):
+    with started(fake_training(lenet_to_400, linger=60), tmp_path, lenet_to_400.read_bytes(), "stderr") as proc:
+        proc.send_signal(signal.SIGHUP)
+        line = proc.stderr.readline()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert line.endswith(b"Snapshotting to binary proto file examples/mnist/lenet_iter_400.caffemodel\n")
+    assert proc.returncode == -signal.SIGTERM
+    assert b"*** SIGTERM (@0x0) received by PID" in err  # glog's failure handler, as the real LAB log ends
+
+
+def test_python_framework_on_sigint_prints_the_traceback_and_dies_of_it(tmp_path, fake_training):
+    log = real_logs("keras") / "kanji-keras1-verbose2-earlystop.log"
+    with started(fake_training(log, linger=60), tmp_path, log.read_bytes(), "stdout") as proc:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT and out == b""
+    assert err.startswith(b"Traceback (most recent call last):\n") and err.endswith(b"\nKeyboardInterrupt\n")
+
+
+def test_lightning_on_sigint_shuts_down_gracefully_with_exit_1(tmp_path, fake_training):
+    log = real_logs("lightning") / "wandb-lightning-progress.log"
+    with started(fake_training(log, linger=60), tmp_path, log.read_bytes(), "stderr") as proc:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert err == b"\nDetected KeyboardInterrupt, attempting graceful shutdown ...\n"
+
+
+@pytest.mark.parametrize("options, returncode", [({"exit_code": 3}, 3), ({"die_by_signal": "SEGV"}, -signal.SIGSEGV),
+                                                  ({"die_by_signal": "kill"}, -signal.SIGKILL)])
+def test_exits_as_asked(options, returncode, tmp_path, fake_training):
+    done = subprocess.run(fake_training(LENET, snapshots=False, **options), cwd=tmp_path, capture_output=True,
+                          timeout=60)
+    assert done.returncode == returncode and done.stderr == LENET.read_bytes()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.log"], "trainvisor: cannot read missing.log: No such file or directory\n"),
+    ([str(LENET), "--die-by-signal", "NOPE"], "trainvisor: --die-by-signal: no signal named 'NOPE'\n"),
+])
+def test_bad_input_is_one_line(args, message, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "trainvisor", "fake-training", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", message)  # a ConfigError: exit 2
