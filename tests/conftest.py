@@ -36,7 +36,6 @@ def pytest_configure(config):
     manager = config.pluginmanager
     if manager.has_plugin("trainvisor") or manager.is_blocked("trainvisor"):
         return
-    pytest.register_assert_rewrite("trainvisor.testing.plugin")
     from trainvisor.testing import plugin
 
     manager.register(plugin, "trainvisor")

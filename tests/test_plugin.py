@@ -60,7 +60,7 @@ def test_supervised_run_reports_the_exit_asked_for(fake_training, supervised_run
 
 def test_assert_golden_passes_on_the_same_stream_and_shows_the_differing_record(replay_log, assert_golden,
                                                                                 tmp_path):
-    from trainvisor.testing.plugin import check_golden
+    from trainvisor.testing.asserts import check_golden
 
     golden = tmp_path / "lenet.jsonl"
     check_golden(replay_log(LENET), golden, update=True)

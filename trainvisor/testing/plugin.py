@@ -21,8 +21,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import pytest
 
-__all__ = ["replay_log", "fake_training", "supervised_run", "assert_golden", "fake_training_argv",
-           "check_golden"]
+__all__ = ["replay_log", "fake_training", "supervised_run", "assert_golden", "fake_training_argv"]
+
+# The golden assertion is rewritten by pytest (its failure compares the records field by field)
+# however trainvisor was installed: pytest marks an entry-point plugin's modules for rewriting only
+# from the files its distribution lists, which an editable install does not list.
+pytest.register_assert_rewrite("trainvisor.testing.asserts")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,22 +55,6 @@ def fake_training_argv(log: "str | os.PathLike[str]", *, rate: float = 0.0, snap
     if linger:
         argv += ["--linger", repr(float(linger))]
     return argv
-
-
-def check_golden(events: Any, path: "str | os.PathLike[str]", *, update: bool = False) -> None:
-    """Assert that `events` (a sequence of events, or anything with `.events`) give the metric stream
-    of the golden file at `path`; `update` writes them there instead. The failure shows pytest's
-    own comparison of the first differing records, under the readable account of the difference."""
-    from .golden import compare_golden, format_diff, golden_records, read_golden, write_golden
-
-    now = golden_records(getattr(events, "events", events))
-    if update:
-        write_golden(path, now)
-        return
-    diff = compare_golden(read_golden(path), now)
-    if not diff.equal:
-        # the first differing records, compared by pytest's assertion rewriting (field by field)
-        assert diff.now == diff.golden, format_diff(diff, os.fspath(path))
 
 
 @pytest.fixture
@@ -100,10 +88,13 @@ def supervised_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., An
 
 @pytest.fixture
 def assert_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
-    """`assert_golden(events, path)`: see `check_golden`; ``--trainvisor-update-golden`` rewrites."""
+    """`assert_golden(events, path)`: see `asserts.check_golden`; ``--trainvisor-update-golden`` rewrites."""
+    from .asserts import check_golden
+
     update = bool(request.config.getoption("--trainvisor-update-golden", default=False))
 
     def check(events: Any, path: "str | os.PathLike[str]") -> None:
+        __tracebackhide__ = True
         check_golden(events, path, update=update)
 
     return check
