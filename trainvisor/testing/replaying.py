@@ -5,9 +5,11 @@ The records are the library's own (`Metric`, `CheckpointEvent`, `Notice`), not d
 asserts on what a sink receives."""
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence
 
 from ..events import CheckpointEvent, Event, Metric, Notice
 
@@ -93,5 +95,21 @@ def replay_log(path: "str | os.PathLike[str]", parser: str = "auto", rules: Opti
     iters_per_epoch, ranks, max_line_bytes, sinks, hooks)."""
     from ..calls.logs import replay
 
-    done = replay(path, parser=parser, rules=rules, **options)
+    with _collector_paused():
+        done = replay(path, parser=parser, rules=rules, **options)
     return ReplayedLog(os.fspath(path), done.events, done.stats, done.faults)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The kept events are small tuples without reference cycles, a million of them for a
+    1M-line log: each pass of the cyclic collector over the growing list would walk them all
+    again (4x the replay's own time, bench/pytest_plugin.py). The command line tunes the
+    collector for the whole process (cli._tune_gc); a test session's is left as it was after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
