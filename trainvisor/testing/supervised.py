@@ -37,22 +37,6 @@ class SupervisedRun(Records):
     summary: Optional["RunSummary"] = None
 
 
-class _Collect:
-    name = "supervised-run"
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def write(self, events: Sequence[Event]) -> None:
-        self.events.extend(events)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def supervised_run(argv: Sequence[str], run_dir: "str | os.PathLike[str]", *, in_process: bool = True,
                    cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None, year: Optional[int] = None,
                    parser: str = "auto", flags: Sequence[str] = (), timeout: float = 300.0) -> SupervisedRun:
@@ -68,6 +52,7 @@ def supervised_run(argv: Sequence[str], run_dir: "str | os.PathLike[str]", *, in
 
 def _in_process(argv: Sequence[str], run_dir: Path, *, cwd: Optional[str], env: Optional[Mapping[str, str]],
                 year: Optional[int], parser: str) -> SupervisedRun:
+    from ..calls.logs import Collected
     from ..config import RunConfig
     from ..config.schema import LoggingConfig, ParsingConfig, ProcessConfig, RunDirConfig
     from ..run import Run
@@ -75,7 +60,7 @@ def _in_process(argv: Sequence[str], run_dir: Path, *, cwd: Optional[str], env: 
     config = RunConfig(command=tuple(argv), run=RunDirConfig(dir=str(run_dir)),
                        parsing=ParsingConfig(parser=parser, year=year),
                        process=ProcessConfig(cwd=cwd, env=dict(env or {})), logging=LoggingConfig(summary=False))
-    collect = _Collect()
+    collect = Collected()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         summary = Run(config, sinks=[collect], stdout_fd=out.fileno(), stderr_fd=err.fileno()).run()
         out.seek(0)
