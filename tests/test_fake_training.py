@@ -167,3 +167,14 @@ def test_bad_input_is_one_line(args, message, tmp_path):
     done = subprocess.run([sys.executable, "-m", "trainvisor", "fake-training", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message)  # a ConfigError: exit 2
+
+
+def test_a_framework_named_is_played_and_an_unknown_one_refused(tmp_path, fake_training):
+    """`--framework keras` sends a Caffe log to stdout (where Keras prints) and reads its saves
+    with the Keras parser, which finds none in it."""
+    done = subprocess.run(fake_training(LENET, framework="keras"), cwd=tmp_path, capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, LENET.read_bytes(), b"")
+    assert list(tmp_path.iterdir()) == []
+    bad = subprocess.run(fake_training(LENET, framework="nope"), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("trainvisor: no framework named 'nope' (one of: caffe, ")

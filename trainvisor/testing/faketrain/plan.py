@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from ...errors import ConfigError
-from .profiles import Profile, framework_of, profile_for
+from .profiles import PROFILES, Profile, framework_of, profile_for
 
 __all__ = ["Save", "Plan", "make_plan", "split_lines"]
 
@@ -79,12 +79,16 @@ def make_plan(log: Path, *, framework: Optional[str] = None, year: int = 2026) -
     except OSError as exc:
         raise ConfigError(f"cannot read {log}: {exc.strerror}") from exc
     lines = split_lines(raw)
+    if framework is not None and framework not in PROFILES:
+        raise ConfigError(f"no framework named {framework!r} (one of: {', '.join(sorted(PROFILES))})")
+    # the saves are those the parser of a framework named reads, or `auto`'s, as a run's
+    parser = framework or "auto"
     if framework is None:
         head = [b.decode(_codec(raw), "replace") for b in lines[:_HEAD_LINES]]
         framework = framework_of(head)
     saves: dict[int, list[Save]] = {}
     iterations: dict[int, int] = {}
-    for ev in replay(log, year=year).events:
+    for ev in replay(log, parser=parser, year=year).events:
         if isinstance(ev, CheckpointEvent):
             saves.setdefault(ev.line, []).append(Save(ev.kind, ev.path))
         elif type(ev) is Metric and ev.iteration is not None:
