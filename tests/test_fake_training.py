@@ -83,13 +83,18 @@ def test_caffe_snapshots_are_written_by_the_next_line(tmp_path, fake_training):
 def started(argv: list[str], cwd: Path, log_bytes: bytes, stream: str) -> subprocess.Popen:
     """The fake child, once it has printed all of `log_bytes` (it lingers after them)."""
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    fd = (proc.stderr if stream == "stderr" else proc.stdout).fileno()
-    got = b""
-    while len(got) < len(log_bytes):
-        chunk = os.read(fd, len(log_bytes) - len(got))
-        assert chunk, f"the fake ended early: {got[-200:]!r}"
-        got += chunk
-    assert got == log_bytes
+    try:
+        fd = (proc.stderr if stream == "stderr" else proc.stdout).fileno()
+        got = b""
+        while len(got) < len(log_bytes):
+            chunk = os.read(fd, len(log_bytes) - len(got))
+            assert chunk, f"the fake ended early: {got[-200:]!r}"
+            got += chunk
+        assert got == log_bytes
+    except BaseException:
+        with proc:  # no child left behind by a failed start
+            proc.kill()
+        raise
     return proc
 
 

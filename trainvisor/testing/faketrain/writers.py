@@ -12,6 +12,7 @@ different bytes. What matters is the set of files a save makes and when:
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 __all__ = ["WRITTEN_AFTER", "files_of", "sandboxed", "write_file", "write_checkpoint"]
@@ -44,7 +45,9 @@ def files_of(kind: str, path: Path) -> tuple[Path, ...]:
     return (path,)
 
 
-def write_file(path: Path, size: int) -> None:
+def write_file(path: Path, size: int, *, delay: float = 0.0) -> None:
+    """`size` bytes at `path`; `delay`: seconds to pause after each MiB written (a slow writer:
+    the file is there, growing, before it is complete)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     name = path.name.encode()
     fill = (name * (_MIB // max(1, len(name)) + 1))[:_MIB]
@@ -56,6 +59,9 @@ def write_file(path: Path, size: int) -> None:
             fh.write(block)
             left -= len(block)
             index += 1
+            if delay and left > 0:
+                fh.flush()
+                time.sleep(delay)
 
 
 def write_checkpoint(kind: str, announced: str, root: Path, size: int) -> tuple[Path, ...]:
