@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
+
+from trainvisor.testing.faketrain.plan import split_lines
 
 from .conftest import FIXTURES, real_logs
 
@@ -183,3 +186,20 @@ def test_a_framework_named_is_played_and_an_unknown_one_refused(tmp_path, fake_t
     bad = subprocess.run(fake_training(LENET, framework="nope"), cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("trainvisor: no framework named 'nope' (one of: caffe, ")
+
+
+@given(st.binary(max_size=300))
+def test_a_log_is_cut_after_each_newline_into_pieces_that_join_to_its_bytes(raw):
+    pieces = split_lines(raw)
+    assert b"".join(pieces) == raw
+    if not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        assert len(pieces) == raw.count(b"\n") + (not raw.endswith(b"\n") and raw != b"")
+        assert all(p.endswith(b"\n") for p in pieces[:-1])
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=100), st.sampled_from(["le", "be"]))
+def test_a_utf16_log_is_cut_at_its_own_newlines(text, order):
+    raw = (b"\xff\xfe" if order == "le" else b"\xfe\xff") + text.encode(f"utf-16-{order}")
+    pieces = split_lines(raw)
+    assert b"".join(pieces) == raw
+    assert len(pieces) == max(1, text.count("\n") + (not text.endswith("\n")))
