@@ -3,6 +3,7 @@ signals, exit). That every real log's bytes pass through a run of it unchanged, 
 a replay gives, is tests/test_run_replay.py's; here: the files, the signals, the exits."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -203,3 +204,29 @@ def test_a_utf16_log_is_cut_at_its_own_newlines(text, order):
     pieces = split_lines(raw)
     assert b"".join(pieces) == raw
     assert len(pieces) == max(1, text.count("\n") + (not text.endswith("\n")))
+
+
+def test_a_run_stopping_the_fake_caffe_gets_its_sigint_snapshot(tmp_path, fake_training):
+    """`Run.request_stop` sends SIGINT: the fake Caffe snapshots the iteration it reached, the run
+    parses that announcement live, and the training exits 0 (Caffe's `-sigint_effect stop`)."""
+    from trainvisor import Run, RunConfig
+    from trainvisor.config import LoggingConfig, ParsingConfig, ProcessConfig, RunDirConfig
+    from trainvisor.run.summary import EXIT_STOPPED
+
+    config = RunConfig(command=tuple(fake_training(LENET, rate=400, linger=60, snapshot_dir=tmp_path / "snap")),
+                       process=ProcessConfig(cwd=str(tmp_path), kill_timeout=10), parsing=ParsingConfig(year=2026),
+                       logging=LoggingConfig(quiet=True), run=RunDirConfig(dir=str(tmp_path / "run")))
+
+    def hook(record) -> None:
+        if "Iteration 300," in record.text:
+            run.request_stop("enough")
+    run = Run(config, hooks=[hook], stdout_fd=None, stderr_fd=None)
+    summary = run.run()
+    assert (summary.exit_code, summary.returncode, summary.stop_reason) == (EXIT_STOPPED, 0, "enough")
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    reached = max(r["iteration"] for r in records if "event" not in r)  # the last metric the child printed
+    assert 300 <= reached < 1000
+    saved = [r["path"] for r in records if r.get("event") == "checkpoint"]
+    assert saved[-2:] == [f"examples/mnist/lenet_iter_{reached}.caffemodel",
+                          f"examples/mnist/lenet_iter_{reached}.solverstate"]
+    assert (tmp_path / "snap" / saved[-1]).is_file()
