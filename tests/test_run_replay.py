@@ -40,10 +40,11 @@ def read_metrics(path: Path, streams: set | None = None) -> list[tuple]:
     return out
 
 
-# The stream each framework's training logs to (glog, Python's logging and tqdm: stderr; Keras,
-# detectron2's logger, a script's prints: stdout), as the fake training plays it. Logs in no known
+# The stream each framework's training writes its metrics to (glog, Python's logging, YOLO's tqdm
+# rows: stderr; Keras, Lightning's bars, the Trainer's dicts (tqdm.write), detectron2's logger,
+# darknet's printf, a script's prints: stdout), as the fake training plays it. Logs in no known
 # format go to stdout, where a script's prints go.
-STDOUT_FRAMEWORKS = {"keras", "detectron2", "pytorch"}
+STDOUT_FRAMEWORKS = {"keras", "detectron2", "pytorch", "lightning", "huggingface", "darknet"}
 NO_KNOWN_FORMAT = {"ducha-adaadam-libcudart-error.log", "detr-log-jsonl.log", "xlnet-ner-custom-crlf.log"}
 
 

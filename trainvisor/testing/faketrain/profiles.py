@@ -4,17 +4,19 @@ A saved log is one file; the program that wrote it wrote two streams. The log ca
 line went where, so the fake child writes the whole log to the ONE stream that carried the
 framework's metric lines (and so its line numbers, counted per stream, are the log's):
 
-- Caffe, MXNet, mmdetection, TensorFlow, Hugging Face, Lightning (tqdm), YOLO, darknet's
-  region lines: stderr. glog (Caffe), Python's `logging` (MXNet's `logging.info`, mmcv's
-  logger, `tf.logging`, transformers' logger) and tqdm bars all write to stderr by default.
-- Keras, detectron2, plain PyTorch scripts: stdout. Keras's progress bars and epoch lines
-  are printed to stdout; detectron2's `setup_logger` logs to stdout; a script's `print` too.
-- Unknown formats (the generic parser): stdout, where a script's prints go.
+- stderr: Caffe (glog), MXNet (`logging.info`), mmdetection (mmcv's logger), TensorFlow
+  (`tf.logging`), YOLO (YOLOv5's tqdm rows and logger, YOLOX's loguru): Python's `logging` and
+  tqdm bars write to stderr by default.
+- stdout: Keras (its progress bars and epoch lines), detectron2 (`setup_logger` logs to stdout),
+  Lightning (its tqdm bars, `file=sys.stdout`, and its Rich bars carry the metrics; its logger's
+  lines go to stderr), Hugging Face (the Trainer's metric dicts through `tqdm.write`, stdout; its
+  bars on stderr), darknet (`printf` of the iteration and region lines), plain PyTorch scripts
+  and unknown formats (a script's `print`).
 
-Where a real run split its output (a Hugging Face script's metric-dict prints on stdout, its
-tqdm bar on stderr) the log holds them interleaved in an order no split could restore; the
-single stream keeps the bytes and the line numbers, so a live run of the fake and a replay of
-the log agree record for record. `--stream` picks the other one.
+Where a real run split its output (Lightning's bars on stdout, its checkpoint lines on stderr;
+the Trainer's dicts on stdout, its bar on stderr) the log holds them interleaved in an order no
+split could restore: the single stream keeps the bytes and the line numbers, so a live run of
+the fake and a replay of the log agree record for record. `--stream` picks the other one.
 
 Signals (checked in each framework's source):
 - Caffe (`-sigint_effect stop`, the default): SIGINT ends the current iteration, snapshots it
@@ -57,10 +59,10 @@ PROFILES = {p.framework: p for p in (
     Profile("mxnet", "stderr", SIGINT_TRACEBACK),
     Profile("mmdet", "stderr", SIGINT_TRACEBACK),
     Profile("tensorflow", "stderr", SIGINT_TRACEBACK),
-    Profile("huggingface", "stderr", SIGINT_TRACEBACK),
-    Profile("lightning", "stderr", SIGINT_LIGHTNING),
     Profile("yolo", "stderr", SIGINT_TRACEBACK),
-    Profile("darknet", "stderr", SIGINT_DIE),
+    Profile("huggingface", "stdout", SIGINT_TRACEBACK),
+    Profile("lightning", "stdout", SIGINT_LIGHTNING),
+    Profile("darknet", "stdout", SIGINT_DIE),
     Profile("keras", "stdout", SIGINT_TRACEBACK),
     Profile("detectron2", "stdout", SIGINT_TRACEBACK),
     Profile("pytorch", "stdout", SIGINT_TRACEBACK),
