@@ -29,16 +29,16 @@ def real_logs(framework: str) -> Path:
     return d
 
 
-def pytest_configure(config):
+def pytest_addoption(parser, pluginmanager):
     """The project's own tests use its pytest plugin. Installed (CI: `pip install -e .`), the
     `pytest11` entry point has registered it; from a checkout on another install's path, it is
-    registered here under the entry point's name, so `-p no:trainvisor` still turns it off."""
-    manager = config.pluginmanager
-    if manager.has_plugin("trainvisor") or manager.is_blocked("trainvisor"):
+    registered here, under the entry point's name (so `-p no:trainvisor` still turns it off) and
+    while options are still being added (so `--trainvisor-update-golden` is one)."""
+    if pluginmanager.has_plugin("trainvisor") or pluginmanager.is_blocked("trainvisor"):
         return
     from trainvisor.testing import plugin
 
-    manager.register(plugin, "trainvisor")
+    pluginmanager.register(plugin, "trainvisor")
 
 
 @pytest.fixture
