@@ -86,8 +86,8 @@ def bench_replay(lines: int, repeat: int) -> None:
     kept = best_of(repeat, lambda: replay_log(log))
     flat = best_of(repeat, lambda: trainvisor.replay(log, keep_events=False))
     print(f"replay of a {n:,}-line dense Caffe log in-process (best of {repeat}):")
-    print(f"  replay_log (events kept)          {n / kept / 1e6:6.2f} M lines/s  (target >= 1.00)")
-    print(f"  trainvisor.replay(keep_events=False) {n / flat / 1e6:6.2f} M lines/s  (ratio {flat / kept:.2f}x)")
+    print(f"  replay_log (events kept)               {n / kept / 1e6:6.2f} M lines/s  (target >= 1.00)")
+    print(f"  trainvisor.replay(keep_events=False)   {n / flat / 1e6:6.2f} M lines/s  (time ratio {flat / kept:.2f}x)")
 
 
 def main() -> None:

@@ -230,3 +230,15 @@ def test_a_run_stopping_the_fake_caffe_gets_its_sigint_snapshot(tmp_path, fake_t
     assert saved[-2:] == [f"examples/mnist/lenet_iter_{reached}.caffemodel",
                           f"examples/mnist/lenet_iter_{reached}.solverstate"]
     assert (tmp_path / "snap" / saved[-1]).is_file()
+
+
+def test_a_sigint_snapshot_after_a_log_cut_mid_line_starts_on_its_own_line(tmp_path, fake_training):
+    log = tmp_path / "cut.log"
+    log.write_bytes(LENET.read_bytes()[:LENET.read_bytes().index(b"Iteration 450 (") + 9])  # ends "Iteration"
+    with started(fake_training(log, linger=60), tmp_path, log.read_bytes(), "stderr") as proc:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    # the time and pid of the cut line, which names no metric yet: the snapshot is of iteration 400
+    assert err.startswith(b"\nI1231 23:59:30.108649  4242 solver.cpp:454] Snapshotting to binary proto file "
+                          b"examples/mnist/lenet_iter_400.caffemodel\n")

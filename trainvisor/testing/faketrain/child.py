@@ -55,7 +55,7 @@ class _Child:
         self.plan, self.opts = plan, opts
         self.fd = 2 if (opts.stream or plan.profile.stream) == "stderr" else 1
         self.root = Path(opts.snapshot_dir)
-        self.stop = self.snapshot_now = False
+        self.stop = self.snapshot_now = self.open_line = False
         self.iteration, self.prefix, self.glog_head = 0, "snapshot", b"I0101 00:00:00.000000  4242 "
 
     def write(self, data: bytes) -> None:
@@ -75,6 +75,7 @@ class _Child:
             if s.kind not in WRITTEN_AFTER:
                 self.save(s.kind, s.path)
         self.write(raw)
+        self.open_line = not raw.endswith(b"\n")
         for s in saves:
             if s.kind in WRITTEN_AFTER:
                 self.save(s.kind, s.path)
@@ -86,6 +87,9 @@ class _Child:
     def caffe_snapshot(self) -> None:
         """What Caffe's solver prints and writes when a signal asks for a snapshot."""
         stem = f"{self.prefix}_iter_{self.iteration}"
+        if self.open_line:  # a log cut mid-line: glog's lines start on their own
+            self.write(b"\n")
+            self.open_line = False
         for text, kind, ext in ((b"Snapshotting to binary proto file", "weights", "caffemodel"),
                                 (b"Snapshotting solver state to binary proto file", "solverstate", "solverstate")):
             self.write(self.glog_head + b"solver.cpp:454] " + text
