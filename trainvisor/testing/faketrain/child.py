@@ -12,11 +12,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from .plan import Plan, caffe_prefix, make_plan
-from .profiles import SIGINT_DIE, SIGINT_LIGHTNING, SIGINT_SNAPSHOT
-from .writers import WRITTEN_AFTER, write_checkpoint
+from .profiles import (SIGINT_DIE, SIGINT_IGNORE, SIGINT_LIGHTNING, SIGINT_SNAPSHOT, SIGTERM_GLOG, SIGTERM_IGNORE,
+                       Profile)
+from .writers import WRITTEN_AFTER, files_of, sandboxed, write_file
 
 __all__ = ["FakeOptions", "run_fake"]
 
@@ -33,7 +34,9 @@ class FakeOptions:
     (default: the one `auto` picks for the log). `stream`: ``stdout``/``stderr`` (default: the
     framework's, see profiles.py). `snapshot_dir`: where announced relative paths are rooted (the
     working directory by default). `linger`: seconds to stay alive after the last line (a signal
-    may still come). `die_by_signal`: a name (``KILL``, ``SEGV``) to die of instead of exiting."""
+    may still come). `die_by_signal`: a name (``KILL``, ``SEGV``) to die of instead of exiting.
+    `profile`: play this variant instead of the framework's. `writer(kind, path)`: writes each
+    checkpoint file (default: `snapshot_size` bytes)."""
 
     log: str
     rate: float = 0.0
@@ -45,6 +48,8 @@ class FakeOptions:
     exit_code: int = 0
     die_by_signal: Optional[str] = None
     linger: float = 0.0
+    profile: Optional[Profile] = None
+    writer: Optional[Callable[[str, Path], None]] = None
 
 
 class _Child:
@@ -53,7 +58,8 @@ class _Child:
 
     def __init__(self, plan: Plan, opts: FakeOptions) -> None:
         self.plan, self.opts = plan, opts
-        self.fd = 2 if (opts.stream or plan.profile.stream) == "stderr" else 1
+        self.profile = opts.profile or plan.profile
+        self.fd = 2 if (opts.stream or self.profile.stream) == "stderr" else 1
         self.root = Path(opts.snapshot_dir)
         self.stop = self.snapshot_now = self.open_line = False
         self.iteration, self.prefix, self.glog_head = 0, "snapshot", b"I0101 00:00:00.000000  4242 "
@@ -65,7 +71,11 @@ class _Child:
 
     def save(self, kind: str, path: str) -> None:
         if self.opts.snapshots:
-            write_checkpoint(kind, path, self.root, self.opts.snapshot_size)
+            for f in files_of(kind, sandboxed(path, self.root)):
+                if self.opts.writer is not None:
+                    self.opts.writer(kind, f)
+                else:
+                    write_file(f, self.opts.snapshot_size)
         if kind == "weights":
             self.prefix = caffe_prefix(path) or self.prefix
 
@@ -150,15 +160,14 @@ def _die(sig: int) -> None:
 
 def _install(child: _Child) -> None:
     """The framework's handlers. Python frameworks keep Python's SIGINT (KeyboardInterrupt)."""
-    profile = child.plan.profile
-    if profile.on_sigint == SIGINT_SNAPSHOT:
+    on_sigint, on_sigterm = child.profile.on_sigint, child.profile.on_sigterm
+    if on_sigint == SIGINT_SNAPSHOT:
         signal.signal(signal.SIGINT, lambda *_: setattr(child, "stop", True))
         signal.signal(signal.SIGHUP, lambda *_: setattr(child, "snapshot_now", True))
-    elif profile.on_sigint == SIGINT_DIE:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
     else:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if profile.glog_sigterm:
+        signal.signal(signal.SIGINT, {SIGINT_DIE: signal.SIG_DFL, SIGINT_IGNORE: signal.SIG_IGN}.get(
+            on_sigint, signal.default_int_handler))
+    if on_sigterm == SIGTERM_GLOG:
         def glog_sigterm(signum: int, frame: object) -> None:
             child.write(f"*** Aborted at {int(time.time())} (unix time) try \"date -d @{int(time.time())}\" "
                         f"if you are using GNU date ***\n*** SIGTERM (@0x0) received by PID {os.getpid()}; "
@@ -166,19 +175,20 @@ def _install(child: _Child) -> None:
             _die(signal.SIGTERM)
         signal.signal(signal.SIGTERM, glog_sigterm)
     else:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if on_sigterm == SIGTERM_IGNORE else signal.SIG_DFL)
 
 
-def run_fake(opts: FakeOptions) -> int:
-    """Play `opts.log`; returns the exit code (or dies of the signal asked for, or of the one
-    the framework dies of)."""
-    plan = make_plan(Path(opts.log), framework=opts.framework)
+def run_fake(opts: FakeOptions, plan: Optional[Plan] = None) -> int:
+    """Play `opts.log` (or a `plan` already made of it); returns the exit code (or dies of the
+    signal asked for, or of the one the framework dies of)."""
+    if plan is None:
+        plan = make_plan(Path(opts.log), framework=opts.framework)
     child = _Child(plan, opts)
     _install(child)
     try:
         return child.run()
     except KeyboardInterrupt:
-        if plan.profile.on_sigint == SIGINT_LIGHTNING:
+        if child.profile.on_sigint == SIGINT_LIGHTNING:
             os.write(2, _LIGHTNING)
             return 1
         os.write(2, _TRACEBACK)  # SIGINT_TRACEBACK: what Python prints for an uncaught KeyboardInterrupt

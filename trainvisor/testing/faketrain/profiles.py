@@ -35,27 +35,33 @@ from dataclasses import dataclass
 from typing import Sequence
 
 __all__ = ["Profile", "PROFILES", "profile_for", "framework_of",
-           "SIGINT_SNAPSHOT", "SIGINT_TRACEBACK", "SIGINT_LIGHTNING", "SIGINT_DIE"]
+           "SIGINT_SNAPSHOT", "SIGINT_TRACEBACK", "SIGINT_LIGHTNING", "SIGINT_DIE", "SIGINT_IGNORE",
+           "SIGTERM_DIE", "SIGTERM_GLOG", "SIGTERM_IGNORE"]
 
-SIGINT_SNAPSHOT = "snapshot"      # Caffe: snapshot the current iteration, exit 0
+SIGINT_SNAPSHOT = "snapshot"      # Caffe: snapshot the current iteration, exit 0 (SIGHUP: snapshot, go on)
 SIGINT_TRACEBACK = "traceback"    # Python: KeyboardInterrupt's traceback, die of SIGINT
 SIGINT_LIGHTNING = "lightning"    # Lightning: graceful shutdown message, exit 1
 SIGINT_DIE = "die"                # a C program without a handler
+SIGINT_IGNORE = "ignore"          # a training that ignores it (what a stop must then escalate past)
+SIGTERM_DIE = "die"               # no handler
+SIGTERM_GLOG = "glog"             # glog's failure handler: its note, then death
+SIGTERM_IGNORE = "ignore"
 
 
 @dataclass(frozen=True)
 class Profile:
-    """One framework as the fake child plays it: the stream its log goes to, what SIGINT does,
-    and whether glog's failure handler announces a SIGTERM."""
+    """One framework as the fake child plays it: the stream its log goes to and what SIGINT and
+    SIGTERM do to it. A test harness may play a variant (fixtures/bin/fake-caffe: a Caffe that
+    dies of SIGINT or ignores SIGTERM)."""
 
     framework: str
     stream: str
     on_sigint: str
-    glog_sigterm: bool = False
+    on_sigterm: str = SIGTERM_DIE
 
 
 PROFILES = {p.framework: p for p in (
-    Profile("caffe", "stderr", SIGINT_SNAPSHOT, glog_sigterm=True),
+    Profile("caffe", "stderr", SIGINT_SNAPSHOT, SIGTERM_GLOG),
     Profile("mxnet", "stderr", SIGINT_TRACEBACK),
     Profile("mmdet", "stderr", SIGINT_TRACEBACK),
     Profile("tensorflow", "stderr", SIGINT_TRACEBACK),

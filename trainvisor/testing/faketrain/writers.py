@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["WRITTEN_AFTER", "files_of", "sandboxed", "write_file", "write_checkpoint"]
+__all__ = ["WRITTEN_AFTER", "files_of", "sandboxed", "write_file"]
 
 # Kinds whose file the framework writes after printing the line (as watch/announce.py's BEFORE_KINDS).
 WRITTEN_AFTER = frozenset({"weights", "solverstate", "pth", "ckpt", "keras", "trainer"})
@@ -62,11 +62,3 @@ def write_file(path: Path, size: int, *, delay: float = 0.0) -> None:
             if delay and left > 0:
                 fh.flush()
                 time.sleep(delay)
-
-
-def write_checkpoint(kind: str, announced: str, root: Path, size: int) -> tuple[Path, ...]:
-    """Write the files of one announced save; returns them."""
-    files = files_of(kind, sandboxed(announced, root))
-    for f in files:
-        write_file(f, size)
-    return files
