@@ -29,6 +29,18 @@ def real_logs(framework: str) -> Path:
     return d
 
 
+def pytest_addoption(parser, pluginmanager):
+    """The project's own tests use its pytest plugin. Installed (CI: `pip install -e .`), the
+    `pytest11` entry point has registered it; from a checkout on another install's path, it is
+    registered here, under the entry point's name (so `-p no:trainvisor` still turns it off) and
+    while options are still being added (so `--trainvisor-update-golden` is one)."""
+    if pluginmanager.has_plugin("trainvisor") or pluginmanager.is_blocked("trainvisor"):
+        return
+    from trainvisor.testing import plugin
+
+    pluginmanager.register(plugin, "trainvisor")
+
+
 @pytest.fixture
 def fake_caffe() -> list[str]:
     """argv prefix that runs fixtures/bin/fake-caffe with this interpreter (no PATH wrapper)."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,31 +40,55 @@ def read_metrics(path: Path, streams: set | None = None) -> list[tuple]:
     return out
 
 
+# The stream each framework's training writes its metrics to (glog, Python's logging, YOLO's tqdm
+# rows: stderr; Keras, Lightning's bars, the Trainer's dicts (tqdm.write), detectron2's logger,
+# darknet's printf, a script's prints: stdout), as the fake training plays it. Logs in no known
+# format go to stdout, where a script's prints go.
+STDOUT_FRAMEWORKS = {"keras", "detectron2", "pytorch", "lightning", "huggingface", "darknet"}
+NO_KNOWN_FORMAT = {"ducha-adaadam-libcudart-error.log", "detr-log-jsonl.log", "xlnet-ner-custom-crlf.log"}
+
+
+def expected_stream(log: Path) -> str:
+    return "stdout" if log.parent.name in STDOUT_FRAMEWORKS or log.name in NO_KNOWN_FORMAT else "stderr"
+
+
+def written_file(snap: Path, record: dict) -> Path:
+    """Where the fake training writes an announced save: under its --snapshot-dir, an absolute
+    path re-rooted there; TensorFlow's `model.ckpt-N` is a prefix (`.index` is one of its files)."""
+    p = snap / os.path.normpath(record["path"]).lstrip("/")
+    return p.with_name(p.name + ".index") if record["kind"] == "ckpt" and p.suffix != ".ckpt" else p
+
+
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_run_and_replay_give_identical_records_and_bytes_pass_through(log, tmp_path):
+def test_run_and_replay_give_identical_records_and_bytes_pass_through(log, tmp_path, fake_training, replay_log):
+    """The fake training of every real log, run by trainvisor, gives the records a replay of the
+    log gives, its bytes pass through unchanged, and the checkpoints it announces are written."""
     live = tmp_path / "live.jsonl"
     replayed = tmp_path / "replay.jsonl"
     proc = subprocess.run(
         TRAINVISOR + ["run", "--year", "2026", "--metrics", str(live), "--run-dir", str(tmp_path / "run"),
-                      "--", sys.executable, str(FAKE_CAFFE), str(log), "--snapshot-dir", str(tmp_path / "snap")],
+                      "--", *fake_training(log, snapshot_dir=tmp_path / "snap")],
         capture_output=True, cwd=tmp_path, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     training = log.read_bytes()
-    assert proc.stderr[:len(training)] == training  # glog writes to stderr: every byte, unchanged
-    said = proc.stderr[len(training):]  # then trainvisor's own warning, if it has one
-    assert proc.stdout == b""
-    rep = subprocess.run(TRAINVISOR + ["replay", str(log), "--year", "2026", "--metrics", str(replayed)],
-                         capture_output=True, timeout=120)
-    assert rep.returncode == 0, rep.stderr
+    stream = expected_stream(log)
+    out, err = (proc.stdout, proc.stderr) if stream == "stdout" else (proc.stderr, proc.stdout)
+    assert out[:len(training)] == training  # the stream the framework writes: every byte, unchanged
+    said = out[len(training):] if stream == "stderr" else proc.stderr  # then trainvisor's own warning, if any
+    assert err == (b"" if stream == "stderr" else said)  # nothing of the training on the other stream
+    replay_log(log, year=2026, metrics=replayed)
     live_streams, replay_streams = set(), set()
     live_records = read_metrics(live, live_streams)
     assert live_records == read_metrics(replayed, replay_streams)
-    assert live_streams <= {"stderr"} and replay_streams <= {"log"}
+    assert live_streams <= {stream} and replay_streams <= {"log"}
     if log.parent == FIXTURES / "logs" or (log.parent.name == "caffe" and "adaadam" not in log.name):
         assert live_records, "a training log must yield metrics"
     lines = training.count(b"\n") + (not training.endswith(b"\n"))
     assert said == (b"" if live_records else f"trainvisor: {no_metrics_warning(lines, 'auto')}\n".encode())
+    snap = tmp_path / "snap"
+    for record in (dict(r[1]) for r in live_records if r[0] == "checkpoint"):
+        assert written_file(snap, record).is_file(), record
 
 
 def test_fixture_run_writes_the_announced_snapshots(tmp_path):

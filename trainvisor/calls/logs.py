@@ -47,8 +47,8 @@ class Replayed:
         return tuple(e for e in self.events if type(e) is Metric)
 
 
-class _Collect:
-    """The sink that keeps every event for `Replayed.events`."""
+class Collected:
+    """The sink that keeps every event: `Replayed.events` (and a supervised run's in testing/)."""
 
     name = "events"
 
@@ -93,7 +93,7 @@ def replay(
     cfg = ParsingConfig(parser=parser, rules=rules, year=year, iters_per_epoch=iters_per_epoch,
                         max_line_bytes=max_line_bytes, ranks=ranks)
     with _opened(path, cfg) as (stream, built):
-        collect = _Collect() if keep_events else None
+        collect = Collected() if keep_events else None
         every = [*_metrics_sink(metrics), *sinks, *([collect] if collect else [])]
         pipeline = Pipeline(built, sinks=every, hooks=hooks)
         stats = replay_stream(stream, pipeline, max_line=cfg.max_line_bytes)

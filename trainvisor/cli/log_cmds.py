@@ -32,22 +32,31 @@ def _parsing(flag_values: dict[str, Any]) -> dict[str, Any]:
 @click.option("--stop-when", "stop_when", multiple=True, metavar="RULE",
               help="Say where a live run with these stop rules would have stopped (the log is read to its end). "
                    "Repeatable.")
+@click.option("--check", "golden", type=click.Path(dir_okay=False), default=None, metavar="GOLDEN",
+              help="Compare the metric stream with this golden JSONL file (wall-clock fields aside) instead of "
+                   "printing it; differences are shown and exit with 1.")
+@click.option("--update-golden", is_flag=True, help="With --check: (re)write the golden file from this log.")
 @click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False))
 def replay(flag_values: dict[str, Any], metrics_path: Optional[str], summary: bool, stop_when: tuple[str, ...],
-           log_path: str) -> None:
+           golden: Optional[str], update_golden: bool, log_path: str) -> None:
     """Parse a saved LOG through the same pipeline as a live run."""
     from ..calls.logs import replay as replay_log
     from ..sinks.stats import StatsSink
     from ..summary import format_replay_summary
 
+    if update_golden and golden is None:
+        raise ConfigError("--update-golden needs --check GOLDEN (the file to write)")
     counts = StatsSink()
     stops = _stop_rules(stop_when)
-    done = replay_log(log_path, **_parsing(flag_values), metrics=metrics_path or sys.stdout,
-                      sinks=([counts] if summary else []) + ([stops] if stops else []), keep_events=False)
+    metrics = metrics_path or (None if golden else sys.stdout)
+    done = replay_log(log_path, **_parsing(flag_values), metrics=metrics,
+                      sinks=([counts] if summary else []) + ([stops] if stops else []), keep_events=golden is not None)
     if summary:
         click.echo(format_replay_summary(done.stats, counts, metrics_path=metrics_path or "-"), err=True)
     if stops:
         _say_stop(stops.rules)
+    if golden is not None:
+        _check_golden(done.events, golden, update_golden)
 
 
 def _stop_rules(rules: tuple[str, ...]) -> Any:
@@ -71,6 +80,21 @@ def _say_stop(rules: Any) -> None:
                else "trainvisor: no stop rule fired", err=True)
     for rule in rules.unmatched():
         click.echo(f"trainvisor: stop rule {rule!r} never applied: no metric it names was parsed", err=True)
+
+
+def _check_golden(events: tuple, golden: str, update: bool) -> None:
+    """`--check GOLDEN`: one line when the stream matches; the difference and exit 1 when not."""
+    from ..testing.golden import compare_golden, format_diff, golden_records, read_golden, write_golden
+
+    now = golden_records(events)
+    if update:
+        write_golden(golden, now)
+        click.echo(f"wrote {golden} ({len(now)} records)", err=True)
+        return
+    diff = compare_golden(read_golden(golden), now)
+    click.echo(format_diff(diff, golden), err=True)
+    if not diff.equal:
+        sys.exit(1)
 
 
 @click.command()
