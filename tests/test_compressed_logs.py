@@ -57,3 +57,13 @@ def test_zstandard_and_damaged_logs_are_one_line_errors(tmp_path):
     proc = _cli("replay", str(cut), "--year", "2016")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith(f"trainvisor: {cut}: the gzip stream is damaged or cut short: ")
+
+
+def test_the_fake_training_plays_a_compressed_log_as_the_log_it_holds(tmp_path):
+    packed = tmp_path / "mnist.log.xz"
+    packed.write_bytes(lzma.compress(_log().read_bytes()))
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "fake-training", str(packed), "--no-snapshots"],
+                          capture_output=True, timeout=120, cwd=tmp_path,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr == _log().read_bytes() and proc.stdout == b""  # Caffe's glog: stderr

@@ -25,7 +25,12 @@ def test_replay_log_selects_a_series_with_its_steps_and_values(replay_log):
     assert done.series("total_loss", phase="train").values[:2] == [10.0777, 0.362464]
     assert [c.path for c in done.checkpoints][:2] == ["examples/mnist/lenet_iter_1000.caffemodel",
                                                       "examples/mnist/lenet_iter_1000.solverstate"]
-    assert ("accuracy", "test") in done.series_names() and done.timeline == ()
+    assert ("accuracy", "test") in done.series_names()
+    # The timeline a live run's callbacks get: one test_end per test pass of the log (21, as the
+    # reference CSV), with its accuracy; the checkpoints it announced.
+    tests = done.test_ends()
+    assert len(tests) == 21 and [t.iteration for t in tests] == test_acc.steps
+    assert [t.values["accuracy"] for t in tests] == test_acc.values and {t.phase for t in tests} == {"test"}
     assert done.faults == {}
 
 
@@ -33,6 +38,10 @@ def test_series_of_an_epoch_log_steps_by_epoch(replay_log):
     done = replay_log(real_logs("keras") / "kanji-keras1-verbose2-50ep.log")
     val_acc = done.series("acc", phase="val")
     assert len(val_acc) == 33 and val_acc.steps[:2] == [1, 2]  # 33 lines of the log carry val_acc
+    # An epoch_end per epoch of the log; those of the epochs that validated carry it, in order.
+    ends = [e for e in done.epoch_ends() if "val/acc" in e.values]
+    assert [float(e.epoch) for e in ends] == val_acc.steps
+    assert [e.values["val/acc"] for e in ends] == val_acc.values
 
 
 @pytest.mark.parametrize("in_process", [True, False], ids=["Run", "trainvisor-run"])

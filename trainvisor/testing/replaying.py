@@ -5,6 +5,7 @@ The records are the library's own (`Metric`, `CheckpointEvent`, `Notice`), not d
 asserts on what a sink receives."""
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from contextlib import contextmanager
@@ -78,15 +79,29 @@ class Records:
 
 @dataclass(frozen=True)
 class ReplayedLog(Records):
-    """A replayed log: its events in order, the pipeline's counts, the faults by component.
-    `timeline`: the training's timeline events (epoch_end, test_end, ...) once the timeline
-    module feeds replays; empty until then."""
+    """A replayed log: its events in order, the pipeline's counts, the faults by component, and
+    (`timeline`) the training's timeline: train batches, test passes, epoch ends, checkpoints,
+    as a live run's callbacks get them (derived on first use: a test that reads only metrics of
+    a large log does not pay for it)."""
 
     path: str
     events: tuple[Event, ...]
     stats: "PipelineStats"
     faults: Mapping[str, int]
-    timeline: tuple = ()
+
+    @functools.cached_property
+    def timeline(self) -> tuple:
+        from ..timeline import timeline_of
+
+        return tuple(timeline_of(self.events))
+
+    def epoch_ends(self) -> tuple:
+        """The timeline's `epoch_end` events, in order."""
+        return tuple(e for e in self.timeline if e.kind == "epoch_end")
+
+    def test_ends(self) -> tuple:
+        """The timeline's `test_end` events, in order."""
+        return tuple(e for e in self.timeline if e.kind == "test_end")
 
 
 def replay_log(path: "str | os.PathLike[str]", parser: str = "auto", rules: Optional[str] = None,

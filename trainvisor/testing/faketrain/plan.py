@@ -70,12 +70,16 @@ def split_lines(raw: bytes) -> tuple[bytes, ...]:
 
 
 def make_plan(log: Path, *, framework: Optional[str] = None, year: int = 2026) -> Plan:
-    """Read `log` and replay it once (ConfigError, one line, for a log that cannot be read)."""
+    """Read `log` (decompressed when it is gzip, bzip2 or xz) and replay it once (ConfigError,
+    one line, for a log that cannot be read)."""
     from ...calls.logs import replay
     from ...events import CheckpointEvent, Metric
 
+    from ...stream.compressed import decompressed
+
     try:
-        raw = log.read_bytes()
+        with open(log, "rb") as fh:
+            raw = decompressed(fh, str(log)).read()  # a .gz log is played as the log it holds
     except OSError as exc:
         raise ConfigError(f"cannot read {log}: {exc.strerror}") from exc
     lines = split_lines(raw)
