@@ -169,6 +169,7 @@ class Run:
         parts.finish()
         parts.end_timeline(self._last)
         self.summary = parts.summarise(self._last, attempts=self._attempts)
+        _keep_summary(self.summary, self.run_dir)
         return self.summary
 
     def request_stop(self, reason: str, *, sig: int = signal.SIGINT, grace: Optional[float] = None) -> bool:
@@ -214,3 +215,15 @@ class Run:
         if self._parts is None:
             raise RuntimeError("the Run is not started: use `with Run(config) as run:` or run()")
         return self._parts
+
+
+def _keep_summary(summary: RunSummary, run_dir: Path) -> None:
+    """RUN_DIR/summary.json (`run.summaryfile.read_summary` reads it back); a run whose disk is
+    full still ends with its summary in hand, the failure logged."""
+    from .summaryfile import write_summary
+
+    try:
+        write_summary(summary, run_dir)
+    except OSError as exc:
+        log.warning("could not keep the run's summary in %s: %s", run_dir, exc.strerror or exc)
+

@@ -4,7 +4,8 @@ it printed, and its events.
 In this process (the default) it goes through `Run`, as a Python caller uses it: the
 `RunSummary` comes back typed and the events are the sinks' own records. With `in_process=False`
 it runs `trainvisor run` as a user does: the events are read back from the run's metrics file
-and `summary` is None (the command prints its summary; it keeps no file of it)."""
+and the summary from the run directory's summary.json (None when the run did not finish: a
+run killed, or refused before it started)."""
 from __future__ import annotations
 
 import os
@@ -73,9 +74,12 @@ def _as_command(argv: Sequence[str], run_dir: Path, *, cwd: Optional[str], env: 
                 year: Optional[int], parser: str, flags: Sequence[str], timeout: float) -> SupervisedRun:
     from .golden import events_from_jsonl
 
+    from ..run.summaryfile import SUMMARY_NAME, read_summary
+
     metrics = run_dir.parent / f"{run_dir.name}.metrics.jsonl"
     cmd = [sys.executable, "-m", "trainvisor", "run", "--run-dir", str(run_dir), "--metrics", str(metrics),
            "--parser", parser, *(["--year", str(year)] if year is not None else []), *flags, "--", *argv]
     proc = subprocess.run(cmd, capture_output=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
     events = events_from_jsonl(metrics) if metrics.exists() else ()
-    return SupervisedRun(proc.returncode, proc.stdout, proc.stderr, events, run_dir)
+    summary = read_summary(run_dir) if (run_dir / SUMMARY_NAME).exists() else None
+    return SupervisedRun(proc.returncode, proc.stdout, proc.stderr, events, run_dir, summary)
