@@ -114,6 +114,8 @@ def rank_selection(value: Any) -> Optional[str]:
 
 def stop_rules(value: Any) -> Optional[str]:
     """`stop.when`: each rule parsed where it is written; the message names the rule and the column."""
+    if not value:
+        return None  # most runs have none: the grammar is not even imported
     from ..stoprules.grammar import rule_problem
 
     for rule in value or ():

@@ -63,9 +63,11 @@ class Run:
                  callbacks: Sequence[object] = ()) -> None:
         if not config.command:
             raise ConfigError("command: no command given (trainvisor run [OPTIONS] -- CMD [ARGS...])")
-        from ..timeline.callbacks import register_all
+        self._callbacks: list = []
+        if callbacks:  # checked now: a misspelled hook fails before anything starts
+            from ..timeline.callbacks import register_all
 
-        self._callbacks = register_all(callbacks)  # checked now: a misspelled hook fails before anything starts
+            self._callbacks = register_all(callbacks)
         self.config = config
         # The id a new directory gets; a directory that exists keeps its own (known at start()).
         self.run_id = config.run.id or new_run_id()
