@@ -13,7 +13,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..events import Metric
 
@@ -83,12 +83,29 @@ def _step(m: Metric) -> Optional[float]:
 
 
 class LastBest:
-    """Fed every metric (`add`), gives the table (`rows`). Kept per (phase, test net, name)."""
+    """Fed every metric (`add`, or `add_all` for a batch: the stats sink's per-record cost), gives
+    the table (`rows`) and each (phase, name)'s last metric (`last`). Kept per (phase, test net,
+    name); a row is [last, best or None, goal, count, running-only]."""
 
     def __init__(self) -> None:
-        # key -> [last, best or None, goal, count, running-only]
         self._rows: dict[tuple, list] = {}
         self._goals: dict[str, Optional[str]] = {}
+
+    def add_all(self, metrics: Sequence[Metric]) -> None:
+        """`add` for each metric: the common case (a completed value of a known metric) inline,
+        since this runs for every record of a run (~0.2 us each)."""
+        rows, slow = self._rows, self.add
+        for m in metrics:
+            row = rows.get((m.phase, m.test_net, m.name))
+            if row is None or m.running or row[4]:
+                slow(m)
+                continue
+            row[0] = m
+            row[3] += 1
+            v, best = m.value, row[1]
+            if v == v and (best is None or (v < best.value if row[2] == GOAL_MIN else
+                                           row[2] == GOAL_MAX and v > best.value)):
+                row[1] = m
 
     def add(self, m: Metric) -> None:
         key = (m.phase, m.test_net, m.name)
@@ -110,6 +127,11 @@ class LastBest:
             return
         if best is None or (goal == GOAL_MIN and v < best.value) or (goal == GOAL_MAX and v > best.value):
             row[1] = m
+
+    @property
+    def last(self) -> dict[tuple[str, str], Metric]:
+        """The last metric of each (phase, name): a completed value where there is one."""
+        return {(phase, name): row[0] for (phase, _net, name), row in self._rows.items()}
 
     def rows(self) -> tuple[MetricRow, ...]:
         """The table, ordered by phase (train first) then name."""

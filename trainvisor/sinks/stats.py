@@ -23,7 +23,6 @@ class StatsSink:
     def __init__(self, *, keep_last: bool = True, on_notice: Optional[Callable[[Notice], None]] = None) -> None:
         self.metrics = 0
         self.checkpoints = 0
-        self.last: dict[tuple[str, str], Metric] = {}
         self.notices: dict[str, Notice] = {}
         self.table = LastBest()
         self.last_time: Optional[float] = None
@@ -33,12 +32,10 @@ class StatsSink:
     def write(self, events: Sequence[Event]) -> None:
         others = 0
         if self._keep_last:
-            last, add = self.last, self.table.add
-            for ev in events:
-                if type(ev) is Metric:
-                    last[(ev.phase, ev.name)] = ev
-                    add(ev)
-                else:
+            metrics = [ev for ev in events if type(ev) is Metric]
+            self.table.add_all(metrics)
+            for ev in events if len(metrics) < len(events) else ():
+                if type(ev) is not Metric:
                     others += 1
                     self._other(ev)
         else:
@@ -49,6 +46,11 @@ class StatsSink:
         if len(events) > others:
             self.metrics += len(events) - others
             self.last_time = events[-1].wall_time
+
+    @property
+    def last(self) -> dict[tuple[str, str], Metric]:
+        """The last metric of each (phase, name) (`keep_last`): a completed value where there is one."""
+        return self.table.last
 
     def _other(self, ev: Event) -> None:
         if isinstance(ev, CheckpointEvent):
