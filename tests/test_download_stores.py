@@ -23,7 +23,7 @@ def download_cli(*args: str, cwd: Path, env=None) -> subprocess.CompletedProcess
 
 @pytest.fixture
 def s3_store(moto_endpoint, tmp_path, monkeypatch):
-    """A bucket `ckpt` a run uploaded to under `backups/r1/`; the environment pointing at it."""
+    """A bucket `dl-ckpt` (its own: the moto server is the session's, shared with the upload tests) a run uploaded to under `backups/r1/`; the environment pointing at it."""
     import boto3
 
     env = s3_env(moto_endpoint, tmp_path)
@@ -32,8 +32,8 @@ def s3_store(moto_endpoint, tmp_path, monkeypatch):
         monkeypatch.setenv(name, env[name])  # the library calls read them from the environment
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                       region_name="us-east-1")
-    s3.create_bucket(Bucket="ckpt")
-    snap = upload_run(tmp_path / "work", "s3://ckpt/backups", env=env,
+    s3.create_bucket(Bucket="dl-ckpt")
+    snap = upload_run(tmp_path / "work", "s3://dl-ckpt/backups", env=env,
                       extra=("--large-size", str(LARGE), "--large-every", "10"))
     return s3, snap
 
@@ -43,22 +43,22 @@ def test_s3_newest_set_downloads_byte_for_byte_and_continues_after_an_interrupti
 
     s3, snap = s3_store
     # Stored in two parts: its ETag is the md5 of the parts' md5s, recomputed from the download.
-    assert s3.head_object(Bucket="ckpt", Key=f"backups/r1/{WEIGHTS_90}")["ETag"].endswith('-2"')
+    assert s3.head_object(Bucket="dl-ckpt", Key=f"backups/r1/{WEIGHTS_90}")["ETag"].endswith('-2"')
 
     out = tmp_path / "out"
     with pytest.raises(Interrupted):
-        trainvisor.download("s3://ckpt/backups/r1", out, progress=stopping_after(SNAPSHOT + (1 << 20)))
-    done = download_cli("s3://ckpt/backups/r1", "-o", str(out), cwd=tmp_path)
+        trainvisor.download("s3://dl-ckpt/backups/r1", out, progress=stopping_after(SNAPSHOT + (1 << 20)))
+    done = download_cli("s3://dl-ckpt/backups/r1", "-o", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     # The state file's part was whole already, the weights' had its first 1 MiB: 8 MiB were asked for.
     assert done.stderr == (f"downloaded set lenet_iter_90 (2 file(s), {(8 << 20) / 1e6:.1f} MB received, 2 continued "
-                           f"from an earlier attempt) from s3://ckpt/backups/r1 into {out}, verified\n")
+                           f"from an earlier attempt) from s3://dl-ckpt/backups/r1 into {out}, verified\n")
     assert (out / STATE_90).read_bytes() == (snap / STATE_90).read_bytes()
     assert (out / WEIGHTS_90).read_bytes() == (snap / WEIGHTS_90).read_bytes()
     assert (out / WEIGHTS_90).stat().st_size == LARGE
     from trainvisor.uploaders import open_uploader
 
-    reader = open_uploader("s3://ckpt/backups")
+    reader = open_uploader("s3://dl-ckpt/backups")
     assert reader.stat_object(f"backups/r1/{WEIGHTS_90}").size == LARGE
     assert reader.stat_object("backups/r1/none") is None
 
@@ -67,8 +67,8 @@ def test_s3_changed_bytes_are_refused(s3_store, tmp_path):
     s3, snap = s3_store
     data = bytearray((snap / STATE_90).read_bytes())
     data[-1] ^= 0x01
-    s3.put_object(Bucket="ckpt", Key=f"backups/r1/{STATE_90}", Body=bytes(data))
-    done = download_cli("s3://ckpt/backups", "--set", "lenet_iter_90", "-o", "out", cwd=tmp_path)
+    s3.put_object(Bucket="dl-ckpt", Key=f"backups/r1/{STATE_90}", Body=bytes(data))
+    done = download_cli("s3://dl-ckpt/backups", "--set", "lenet_iter_90", "-o", "out", cwd=tmp_path)
     assert done.returncode == 3
     assert done.stderr.startswith(f"trainvisor: set lenet_iter_90 refused, nothing moved into out: {STATE_90}: "
                                   "checksum etag:") and done.stderr.count("\n") == 1

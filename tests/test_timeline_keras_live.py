@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 
 import pytest
 
+from .conftest import ROOT
 from .framework_runs import run_program
 from .test_keras_live import CHILD_ENV, printed
 
@@ -20,8 +22,11 @@ def test_a_live_keras_run_gives_one_epoch_end_per_epoch_with_its_train_and_valid
     spec = "tests.timeline_callbacks:EventLog"
     out = tmp_path / "events.jsonl"
     (tmp_path / "tv.json").write_text(json.dumps({"callbacks": {"options": {spec: {"path": str(out)}}}}))
+    # the checkout on the path, so `tests.timeline_callbacks` imports (the package is installed,
+    # the tests folder is not)
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     run_program(tmp_path, "keras_fit.py", "record.json", flags=("--config", "tv.json", "--callback", spec),
-                env=CHILD_ENV)
+                env={**CHILD_ENV, "PYTHONPATH": path})
     history = json.loads((tmp_path / "record.json").read_text())["epochs"]
     epochs = len(history["loss"])
     names = {"loss": "train/loss", "accuracy": "train/accuracy", "val_loss": "val/loss",
