@@ -28,6 +28,7 @@ COMMANDS = {
     "replay": ("log_cmds", "replay", "Parse a saved LOG through the same pipeline as a live run."),
     "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
+    "tail": ("tail_cmd", "tail", "Follow a training's LOGFILE beside it (a sidecar): parse, sink, watch, upload."),
     "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
 }
 

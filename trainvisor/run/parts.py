@@ -142,6 +142,17 @@ class _Parts:
             self._watching = True
         return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
 
+    def drive(self, items) -> None:
+        """A source other than a child (a followed log) through the pipeline, on this thread; the
+        watcher runs from here on, as from a first child."""
+        from ..stream.engine import StreamEngine
+
+        assert self.pipeline is not None
+        if self.watcher is not None and not self._watching:
+            self.watcher.start()
+            self._watching = True
+        StreamEngine(self.pipeline, max_line=self.run.config.parsing.max_line_bytes).drive(items)
+
     def finish(self) -> None:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the
         uploads drained within `upload.drain_timeout` of the training's end."""

@@ -55,10 +55,12 @@ class Run:
             summary = run.run()
     """
 
+    needs_command = True  # a sidecar (run/sidecar.py) reads a log instead of starting a command
+
     def __init__(self, config: RunConfig, *, parser: object = None, hooks: Sequence[Callable] = (),
                  sinks: Sequence[object] = (), uploader: object = None, stdout_fd: Optional[int] = 1,
                  stderr_fd: Optional[int] = 2, supervisor_factory: Optional[Callable[..., object]] = None) -> None:
-        if not config.command:
+        if not config.command and self.needs_command:
             raise ConfigError("command: no command given (trainvisor run [OPTIONS] -- CMD [ARGS...])")
         self.config = config
         # The id a new directory gets; a directory that exists keeps its own (known at start()).

@@ -88,6 +88,8 @@ class RunSummary:
     attempts: int = 1
     """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
     sinks: tuple[SinkCounts, ...] = ()
+    followed: Optional[object] = None
+    """A sidecar's follow of its log (`stream.tail.TailStats`: rotations, truncations); None for a child."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

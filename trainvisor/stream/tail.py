@@ -1,0 +1,329 @@
+"""A followed log file as a source for the stream engine: `TailFollower.items()`.
+
+It yields what `StreamEngine.drive` reads: a `Chunk` of whole lines as they are written, None
+when the file is quiet (so the pipeline ticks), and at the end the partial last line, `Eof` and
+`End`. The engine drives it on one thread, so when the follower resumes after a chunk, that
+chunk's lines have been parsed and written to the sinks: that is when it commits the position
+(`on_commit`), and a position is always the end of a whole line already handed on.
+
+Files are followed the way a training's log is rotated:
+- not there yet: it is opened when it appears;
+- rename + create (logrotate's default, Python's RotatingFileHandler): the path now names
+  another inode; the old one (still open) is read to its end first, then the new one from 0;
+- copytruncate, or any truncation: the open file is shorter than what was read, or no longer
+  starts with the fingerprinted bytes; what was copied away before it was read is read from the
+  copy (a sibling whose first bytes have the same fingerprint), then the file from 0;
+- a partial last line is held until its newline comes (across a rotation too: the files are
+  one stream, as if concatenated), and handed on at the end.
+
+A restart resumes from a `TailPosition`: the file it names is found at the path or, renamed or
+copied, among the path's siblings (by device and inode and by its fingerprint, so a new file
+that got the freed inode number is not taken for it). Lines from its `anchor` to its offset are
+read again with the owner's sinks muted (`on_warm`), so the parser has their context.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence
+
+from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
+from .tailpos import FINGERPRINT_BYTES, TailPosition, fingerprint, same_start
+from .tailwait import PollWaiter, Waiter, make_waiter
+
+__all__ = ["TailFollower", "TailStats", "WARM_LINES", "MAX_PENDING"]
+
+log = logging.getLogger("trainvisor.stream.tail")
+
+WARM_LINES = 64  # lines before a restart's position read again, muted, for the parser's context
+MAX_PENDING = 16 * READ_SIZE  # a line longer than this is handed on before its newline (not committed)
+
+
+@dataclass(frozen=True)
+class TailStats:
+    """What the follower followed: rotations by rename, truncations (copytruncate included),
+    bytes read, and how it waited (inotify or poll)."""
+
+    rotations: int = 0
+    truncations: int = 0
+    bytes_read: int = 0
+    waiter: str = "none"
+
+
+class _Open:
+    """One open file being read: its identity, fingerprint and how far it was read."""
+
+    def __init__(self, name: str, fd: int, offset: int = 0) -> None:
+        st = os.fstat(fd)
+        self.name, self.fd, self.dev, self.ino = name, fd, st.st_dev, st.st_ino
+        self.offset = offset
+        self.fp, self.fp_len = fingerprint(fd)
+
+    @classmethod
+    def at(cls, path: str) -> Optional["_Open"]:
+        try:
+            return cls(path, os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            return None
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def rewritten(self) -> bool:
+        """Truncated since it was read (shorter, or its first bytes changed)."""
+        return self.size() < self.offset or (self.fp_len > 0 and not same_start(self.fd, self.fp, self.fp_len))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class TailFollower:
+    """Follows `path` as the engine's source; see the module's docstring. `should_end` is asked
+    when the file is quiet (the followed process has exited: read what is left, then end);
+    `wake_fds` wake the wait (a pidfd); `stop()` ends it from any thread or a signal handler."""
+
+    def __init__(self, path: str | os.PathLike, *, stream: str = "log", start: Optional[TailPosition] = None,
+                 on_commit: Callable[[TailPosition], None] = lambda p: None,
+                 on_warm: Callable[[bool], None] = lambda muted: None,
+                 should_end: Callable[[], bool] = lambda: False, wake_fds: Sequence[int] = (),
+                 idle: float = 0.5, waiter: Optional[Waiter] = None, inotify: bool = True,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
+        self.path = os.fspath(path)
+        self.stream = stream
+        self._start = start
+        self._on_commit, self._on_warm, self._should_end = on_commit, on_warm, should_end
+        self._wake_fds = tuple(wake_fds)
+        self._idle = idle
+        self._clock, self._wall = clock, wall_clock
+        directory = os.path.dirname(os.path.abspath(self.path))
+        self._waiter = waiter or (make_waiter(directory, inotify=inotify) if os.path.isdir(directory)
+                                  else PollWaiter())
+        self._stop_r, self._stop_w = os.pipe()
+        self._stopped = threading.Event()
+        self._cur: Optional[_Open] = None
+        self._pending = b""
+        self._lines = start.lines if start else 0
+        self._starts: deque[tuple[int, int]] = deque(maxlen=WARM_LINES)  # (offset, lines) of recent line starts
+        self._rotations = start.rotations if start else 0
+        self._truncations = start.truncations if start else 0
+        self._bytes = 0
+        self.position: Optional[TailPosition] = start  # the last one committed
+
+    @property
+    def stats(self) -> TailStats:
+        return TailStats(self._rotations, self._truncations, self._bytes, self._waiter.kind)
+
+    def stop(self) -> None:
+        """End the follow: what is in the file now is still read. Safe in a signal handler."""
+        self._stopped.set()
+        try:
+            os.write(self._stop_w, b"x")
+        except OSError:
+            pass
+
+    def items(self) -> Iterator[Optional[Item]]:
+        try:
+            if self._start is not None:
+                yield from self._resume(self._start)
+            else:
+                self._on_warm(False)
+            ending = False
+            while True:
+                if self._cur is None:
+                    self._cur = _Open.at(self.path)
+                    if self._cur is not None and not self._pending:
+                        self._starts.append((0, self._lines))
+                if self._cur is not None:
+                    yield from self._read_available()
+                    if (yield from self._follow_rotation()):
+                        continue
+                if ending:
+                    break
+                if self._stopped.is_set() or self._should_end():
+                    ending = True  # one more pass: what was written before the end is read
+                    continue
+                if not self._waiter.wait(self._idle, (self._stop_r, *self._wake_fds)):
+                    yield None
+            if self._pending:  # the last line, complete at the end (never committed: it may grow)
+                yield self._chunk(self._pending)
+                self._pending = b""
+            yield Eof(self.stream)
+            yield End()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._cur is not None:
+            self._cur.close()
+            self._cur = None
+        self._waiter.close()
+        for fd in (self._stop_r, self._stop_w):
+            if fd >= 0:
+                os.close(fd)
+        self._stop_r = self._stop_w = -1
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _chunk(self, data: bytes) -> Chunk:
+        return Chunk(self.stream, data, self._clock(), self._wall())
+
+    def _read_available(self) -> Iterator[Optional[Item]]:
+        """The current file from where it was read to its end: whole lines handed on, each batch
+        committed once the engine has taken it."""
+        cur = self._cur
+        while True:
+            data = os.pread(cur.fd, READ_SIZE, cur.offset)
+            if not data:
+                return
+            cur.offset += len(data)
+            self._bytes += len(data)
+            if cur.fp_len < FINGERPRINT_BYTES:
+                cur.fp, cur.fp_len = fingerprint(cur.fd)
+            buf = self._pending + data if self._pending else data
+            nl = buf.rfind(b"\n")
+            if nl < 0:
+                self._pending = buf
+                if len(buf) > MAX_PENDING:  # bounded memory: a huge line goes on in parts
+                    self._pending = b""
+                    yield self._chunk(buf)
+                continue
+            whole, self._pending = buf[: nl + 1], buf[nl + 1 :]
+            end = cur.offset - len(self._pending)
+            self._note_starts(whole, end)
+            self._lines += whole.count(b"\n")
+            yield self._chunk(whole)
+            self._commit(end)
+
+    def _note_starts(self, whole: bytes, end: int) -> None:
+        """Remember the last WARM_LINES line starts (offset, lines before it) in `whole`, which
+        ends at file offset `end`: a restart's anchor is the oldest of them."""
+        base, lines, count = end - len(whole), self._lines, whole.count(b"\n")
+        found: list[tuple[int, int]] = []
+        pos = len(whole)
+        while len(found) < WARM_LINES:
+            nl = whole.rfind(b"\n", 0, pos)
+            if nl < 0:
+                break
+            found.append((base + nl + 1, lines + count - len(found)))
+            pos = nl
+        self._starts.extend(reversed(found))
+
+    def _commit(self, end: int) -> None:
+        cur = self._cur
+        anchor, anchor_lines = self._starts[0] if self._starts else (end, self._lines)
+        self.position = TailPosition(cur.name, cur.dev, cur.ino, cur.fp, cur.fp_len, end, self._lines,
+                                     anchor, anchor_lines, None, self._rotations, self._truncations)
+        self._on_commit(self.position)
+
+    def _switch(self, new: Optional[_Open], *, rotated: bool) -> None:
+        if self._cur is not None and self._cur is not new:
+            self._cur.close()
+        self._cur = new
+        self._starts.clear()
+        if not self._pending:  # the new file starts with a line (not the rest of the old file's last)
+            self._starts.append((0, self._lines))
+        if rotated:
+            self._rotations += 1
+        else:
+            self._truncations += 1
+
+    def _follow_rotation(self) -> Iterator[Optional[Item]]:
+        """After reading to the end: did the file get truncated, or the path another file?
+        Returns True when the follower moved on (the caller reads again)."""
+        cur = self._cur
+        if cur.rewritten():
+            log.info("%s was truncated at %d bytes read; reading it from its start", self.path, cur.offset)
+            yield from self._rest_from_copy(cur)
+            cur.offset = 0
+            cur.fp, cur.fp_len = fingerprint(cur.fd)
+            self._switch(cur, rotated=False)
+            return True
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False  # renamed or deleted, the new one not created yet: the old one is still read
+        if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):
+            return False
+        new = _Open.at(self.path)
+        if new is None:
+            return False
+        yield from self._read_available()  # what the writer wrote before it rotated
+        log.info("%s was rotated; reading the new file from its start", self.path)
+        self._switch(new, rotated=True)
+        return True
+
+    def _rest_from_copy(self, cur: _Open) -> Iterator[Optional[Item]]:
+        """A truncated file's bytes after `cur.offset` that were copied away before they were
+        read (copytruncate): from the sibling that starts as the file did, if there is one."""
+        copy = self._find_sibling(cur.fp, cur.fp_len, cur.offset, exclude=(cur.dev, cur.ino))
+        if copy is None:
+            return
+        copy.offset = cur.offset
+        self._cur = copy
+        try:
+            yield from self._read_available()
+        finally:
+            self._cur = cur
+            copy.close()
+
+    def _find_sibling(self, fp: str, fp_len: int, offset: int, *, ino: Optional[tuple[int, int]] = None,
+                      exclude: Optional[tuple[int, int]] = None) -> Optional[_Open]:
+        """A file beside the path (its name starting as the path's does) that starts with the
+        fingerprinted bytes and is at least `offset` long: the one with inode `ino` if it is
+        given (a renamed file), else any but `exclude` (a copy)."""
+        directory, base = os.path.split(os.path.abspath(self.path))
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.startswith(base))
+        except OSError:
+            return None
+        for name in names:
+            found = _Open.at(os.path.join(directory, name))
+            if found is None:
+                continue
+            ident = (found.dev, found.ino)
+            if ((ino is None or ident == ino) and ident != exclude and found.size() >= offset
+                    and fp_len <= found.fp_len and same_start(found.fd, fp, fp_len)):
+                return found
+            found.close()
+        return None
+
+    # -- a restart ---------------------------------------------------------------------------------
+    def _number_from(self, lines: int) -> Iterator[Optional[Item]]:
+        """The engine's splitter numbers the next line `lines` + 1, as one uninterrupted read
+        would: a Gap of no bytes and `lines` newlines (what a Gap says: lines that went by)."""
+        if lines:
+            yield Gap(self.stream, 0, lines, True)
+
+    def _resume(self, pos: TailPosition) -> Iterator[Optional[Item]]:
+        """Find the file `pos` names, re-read its last lines muted, then go on from its offset."""
+        ident = (pos.dev, pos.ino)
+        old = (self._find_sibling(pos.fp, pos.fp_len, pos.offset, ino=ident)
+               or self._find_sibling(pos.fp, pos.fp_len, pos.offset))
+        if old is None:
+            log.warning("%s: the file read up to byte %d is gone (rotated away or rewritten); reading %s from its "
+                        "start", self.path, pos.offset, self.path)
+            yield from self._number_from(pos.lines)
+            self._on_warm(False)
+            return
+        if pos.anchor < pos.offset:
+            self._on_warm(True)
+            warm = os.pread(old.fd, pos.offset - pos.anchor, pos.anchor)
+            yield from self._number_from(pos.anchor_lines)
+            yield self._chunk(warm)
+        else:
+            yield from self._number_from(pos.lines)
+        self._on_warm(False)
+        old.offset = pos.offset
+        self._cur = old
+        at_path = _Open.at(self.path)
+        if at_path is None:
+            return
+        same = (at_path.dev, at_path.ino) == (old.dev, old.ino)
+        at_path.close()
+        if same:
+            return  # the file is where it was: the main loop reads on (and sees a truncation after)
+        yield from self._read_available()  # renamed (or copied) while no one read it: its rest first
+        self._switch(_Open.at(self.path), rotated=(old.dev, old.ino) == ident)
