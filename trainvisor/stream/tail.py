@@ -107,7 +107,7 @@ class TailFollower:
         self._cur: Optional[_Open] = None
         self._pending = b""
         self._lines = start.lines if start else 0
-        self._starts: deque[tuple[int, int]] = deque(maxlen=WARM_LINES)  # (offset, lines) of recent line starts
+        self._starts: deque[tuple[int, int]] = deque(maxlen=WARM_LINES + 1)  # (offset, lines) of recent line starts
         self._rotations = start.rotations if start else 0
         self._truncations = start.truncations if start else 0
         self._bytes = 0
@@ -138,8 +138,12 @@ class TailFollower:
                     if self._cur is not None and not self._pending:
                         self._starts.append((0, self._lines))
                 if self._cur is not None:
+                    # a truncation is looked for before reading (else the new content would be read
+                    # from the old offset), a rename after (the old file is read to its end first)
+                    if (yield from self._follow_truncation()):
+                        continue
                     yield from self._read_available()
-                    if (yield from self._follow_rotation()):
+                    if (yield from self._follow_rename()):
                         continue
                 if ending:
                     break
@@ -198,12 +202,12 @@ class TailFollower:
             self._commit(end)
 
     def _note_starts(self, whole: bytes, end: int) -> None:
-        """Remember the last WARM_LINES line starts (offset, lines before it) in `whole`, which
+        """Remember the last WARM_LINES + 1 line starts (offset, lines before it) in `whole`, which
         ends at file offset `end`: a restart's anchor is the oldest of them."""
         base, lines, count = end - len(whole), self._lines, whole.count(b"\n")
         found: list[tuple[int, int]] = []
         pos = len(whole)
-        while len(found) < WARM_LINES:
+        while len(found) <= WARM_LINES:
             nl = whole.rfind(b"\n", 0, pos)
             if nl < 0:
                 break
@@ -230,17 +234,23 @@ class TailFollower:
         else:
             self._truncations += 1
 
-    def _follow_rotation(self) -> Iterator[Optional[Item]]:
-        """After reading to the end: did the file get truncated, or the path another file?
-        Returns True when the follower moved on (the caller reads again)."""
+    def _follow_truncation(self) -> Iterator[Optional[Item]]:
+        """Was the file truncated (copytruncate included) since it was read? Then what was copied
+        away unread is read from the copy, and the file from 0. True when that happened."""
         cur = self._cur
-        if cur.rewritten():
-            log.info("%s was truncated at %d bytes read; reading it from its start", self.path, cur.offset)
-            yield from self._rest_from_copy(cur)
-            cur.offset = 0
-            cur.fp, cur.fp_len = fingerprint(cur.fd)
-            self._switch(cur, rotated=False)
-            return True
+        if not cur.rewritten():
+            return False
+        log.info("%s was truncated at %d bytes read; reading it from its start", self.path, cur.offset)
+        yield from self._rest_from_copy(cur)
+        cur.offset = 0
+        cur.fp, cur.fp_len = fingerprint(cur.fd)
+        self._switch(cur, rotated=False)
+        return True
+
+    def _follow_rename(self) -> Iterator[Optional[Item]]:
+        """After reading to the end: does the path name another file now (a rename rotation)?
+        Then the old one is read to its end and the new one followed. True when that happened."""
+        cur = self._cur
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

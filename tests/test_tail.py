@@ -1,0 +1,251 @@
+"""The sidecar's follower (stream/tail.py) on a real Caffe log written in pieces that cut lines:
+a file that appears late, rotation by rename, copytruncate, truncation, a restart from the stored
+position (the file renamed while no one read it; a new file that got the freed inode number), and
+the end at the followed process's exit. The test pulls the follower's items itself: a None is
+the follower's quiet moment, when everything written so far has been read, so no sleeps."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import real_logs
+from trainvisor.run.sidecar import ProcessEnd
+from trainvisor.stream.source import Chunk, End, Eof, Gap
+from trainvisor.stream.tail import TailFollower
+from trainvisor.stream.tailpos import load_position, save_position
+
+IDLE = 0.05  # the follower's quiet interval: a pull that finds nothing new returns after it
+
+
+def caffe_log() -> bytes:
+    return (real_logs("caffe") / "bearpaw-fork-mnist.log").read_bytes()
+
+
+def pieces(data: bytes, n: int) -> list[bytes]:
+    """`data` in n pieces cut at odd offsets (inside lines, not at their ends)."""
+    step = len(data) // n
+    cuts = [i * step + 7 for i in range(1, n)]
+    assert all(data[c - 1:c] != b"\n" for c in cuts)
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+
+
+class Reader:
+    """Pulls a follower's items; keeps the bytes it handed on outside a restart's muted re-read."""
+
+    def __init__(self, path, **kwargs) -> None:
+        self.muted = False
+        self.warm: list[bytes] = []
+        self.gaps: list[Gap] = []
+        self.data = bytearray()
+        self.ended = False
+        self.follower = TailFollower(path, idle=IDLE, on_warm=self._warm, **kwargs)
+        self.items = self.follower.items()
+
+    def _warm(self, muted: bool) -> None:
+        self.muted = muted
+
+    def pull(self, limit: int = 10_000) -> None:
+        """Until the follower is quiet (everything written so far read) or has ended."""
+        for _ in range(limit):
+            item = next(self.items)
+            if item is None:
+                return
+            if type(item) is Chunk:
+                (self.warm.append(item.data) if self.muted else self.data.extend(item.data))
+            elif type(item) is Gap:
+                self.gaps.append(item)
+            elif type(item) is End:
+                self.ended = True
+                return
+        raise AssertionError("the follower never went quiet")
+
+    def close(self) -> None:
+        self.items.close()
+
+
+@pytest.fixture
+def readers():
+    made: list[Reader] = []
+
+    def make(path, **kwargs) -> Reader:
+        made.append(Reader(path, **kwargs))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def test_late_file_rotations_copytruncate_and_truncation_read_as_one_stream(tmp_path, readers):
+    data = caffe_log()
+    parts = pieces(data, 10)
+    log = tmp_path / "train.log"
+    r = readers(log)
+    r.pull()  # the file is not there yet: quiet
+    assert r.data == b""
+    fh = open(log, "ab")
+    written = bytearray()
+
+    def write(piece: bytes) -> None:
+        fh.write(piece)
+        fh.flush()
+        written.extend(piece)
+
+    try:
+        write(parts[0])
+        r.pull()
+        # only whole lines are handed on: the partial last line waits for its newline
+        assert bytes(r.data) == parts[0][: parts[0].rfind(b"\n") + 1]
+        write(parts[1])
+        for i in (1, 2):  # rename rotation twice, the old file written to before the follower looked
+            write(parts[2 * i])
+            if (tmp_path / "train.log.1").exists():
+                os.rename(tmp_path / "train.log.1", tmp_path / "train.log.2")
+            os.rename(log, tmp_path / "train.log.1")
+            fh.close()
+            fh = open(log, "ab")
+            write(parts[2 * i + 1][:100])
+            r.pull()
+            write(parts[2 * i + 1][100:])
+        # copytruncate, with bytes written after the follower last read: they are in the copy
+        r.pull()
+        write(parts[6])
+        os.rename(tmp_path / "train.log.2", tmp_path / "train.log.3")
+        os.rename(tmp_path / "train.log.1", tmp_path / "train.log.2")
+        shutil.copyfile(log, tmp_path / "train.log.1")
+        os.truncate(log, 0)  # the writer's append mode goes on at 0
+        write(parts[7])
+        r.pull()
+        # a plain truncation (no copy), after everything was read
+        os.truncate(log, 0)
+        write(parts[8])
+        write(parts[9])
+        r.pull()
+    finally:
+        fh.close()
+    r.follower.stop()
+    r.pull()
+    assert r.ended
+    assert bytes(r.data) == bytes(written) == data
+    stats = r.follower.stats
+    assert (stats.rotations, stats.truncations, stats.waiter) == (2, 2, "inotify")
+    pos = r.follower.position  # the last whole line: the log's end (it ends with a newline)
+    assert (pos.offset, pos.lines) == (len(parts[8]) + len(parts[9]), data.count(b"\n"))
+
+
+def test_restart_goes_on_from_the_position_in_the_renamed_file(tmp_path, readers):
+    data = caffe_log()
+    half, rest = data[: len(data) // 2 + 5], data[len(data) // 2 + 5:]
+    log = tmp_path / "train.log"
+    log.write_bytes(half)
+    first = readers(log)
+    first.pull()
+    pos = first.follower.position
+    first.close()
+    assert pos.offset == half.rfind(b"\n") + 1 and pos.lines == half.count(b"\n")
+    assert pos.anchor < pos.offset and pos.lines - pos.anchor_lines == 64  # the lines re-read for context
+    # while no one reads: the old file gets more, is renamed, and a new one starts mid-line
+    cut = len(rest) // 2 + 3
+    with open(log, "ab") as fh:
+        fh.write(rest[:cut])
+    os.rename(log, tmp_path / "train.log.1")
+    log.write_bytes(rest[cut:])
+    second = readers(log, start=pos)
+    second.pull()
+    second.follower.stop()
+    second.pull()
+    assert second.warm == [data[pos.anchor:pos.offset]]
+    assert second.gaps == [Gap("log", 0, pos.anchor_lines, True)]  # line numbers go on from there
+    assert bytes(second.data) == data[pos.offset:]
+    assert second.follower.stats.rotations == 1
+
+
+def test_a_new_file_with_the_freed_inode_is_read_from_its_start(tmp_path, readers, caplog):
+    data = caffe_log()
+    log = tmp_path / "train.log"
+    log.write_bytes(data[:20_000])
+    first = readers(log)
+    first.pull()
+    pos = first.follower.position
+    first.close()
+    other = data[20_000:45_000]  # another log, longer than the position's offset
+    for _ in range(50):  # the file system hands the freed inode number out again: retried until it does
+        log.unlink()
+        log.write_bytes(other)
+        if os.stat(log).st_ino == pos.ino:
+            break
+    else:
+        pytest.skip("this file system did not reuse the inode number in 50 tries")
+    assert os.stat(log).st_size > pos.offset
+    with caplog.at_level(logging.WARNING, logger="trainvisor.stream.tail"):
+        second = readers(log, start=pos)
+        second.pull()
+    second.follower.stop()
+    second.pull()
+    assert second.warm == [] and bytes(second.data) == other  # not from the old offset
+    assert "is gone" in caplog.text
+
+
+def test_copytruncate_while_no_one_read_is_finished_from_the_copy(tmp_path, readers):
+    data = caffe_log()
+    log = tmp_path / "train.log"
+    log.write_bytes(data[:10_003])
+    first = readers(log)
+    first.pull()
+    pos = first.follower.position
+    first.close()
+    with open(log, "ab") as fh:
+        fh.write(data[10_003:30_001])
+    shutil.copyfile(log, tmp_path / "train.log.1")
+    os.truncate(log, 0)
+    with open(log, "ab") as fh:
+        fh.write(data[30_001:])
+    second = readers(log, start=pos)
+    second.pull()
+    second.follower.stop()
+    second.pull()
+    assert bytes(second.data) == data[pos.offset:]
+    assert (second.follower.stats.rotations, second.follower.stats.truncations) == (0, 1)
+
+
+def test_ends_when_the_process_exits_after_reading_what_is_left(tmp_path, readers):
+    data = caffe_log()
+    log = tmp_path / "train.log"
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    ends = ProcessEnd(child.pid)
+    try:
+        r = readers(log, should_end=ends.ended, wake_fds=ends.fds)
+        log.write_bytes(data[:30_000])
+        r.pull()
+        assert not r.ended
+        with open(log, "ab") as fh:
+            fh.write(data[30_000:-10])  # written just before the training ends, its last line partial
+        child.stdin.close()
+        child.wait(timeout=30)
+        r.pull()
+        assert r.ended and bytes(r.data) == data[:-10]  # the partial last line too, at the end
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        ends.close()
+
+
+def test_position_record_round_trip_and_a_broken_one_is_one_error(tmp_path, readers):
+    from trainvisor.errors import ConfigError
+
+    log = tmp_path / "train.log"
+    log.write_bytes(b"loss = 1\nloss = 2\n")
+    r = readers(log)
+    r.pull()
+    save_position(tmp_path, r.follower.position)
+    assert load_position(tmp_path) == r.follower.position
+    (tmp_path / "tail-position.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="tail-position.json: not a tail position record"):
+        load_position(tmp_path)
+    assert load_position(tmp_path / "nowhere") is None
