@@ -168,19 +168,20 @@ def test_restart_goes_on_from_the_position_in_the_renamed_file(tmp_path, readers
 def test_a_new_file_with_the_freed_inode_is_read_from_its_start(tmp_path, readers, caplog):
     data = caffe_log()
     log = tmp_path / "train.log"
-    log.write_bytes(data[:20_000])
-    first = readers(log)
-    first.pull()
-    pos = first.follower.position
-    first.close()
-    other = data[20_000:45_000]  # another log, longer than the position's offset
-    for _ in range(50):  # the file system hands the freed inode number out again: retried until it does
+    other = data[20_000:45_000]  # another log, longer than the first one's position
+    for _ in range(50):  # until the file system hands the freed inode number to the new file (other
+        log.write_bytes(data[:20_000])  # processes on the machine may take it first: tried again)
+        first = readers(log)
+        first.pull()
+        pos = first.follower.position
+        first.close()
         log.unlink()
         log.write_bytes(other)
         if os.stat(log).st_ino == pos.ino:
             break
+        log.unlink()
     else:
-        pytest.skip("this file system did not reuse the inode number in 50 tries")
+        pytest.skip("this file system did not reuse an inode number in 50 tries")
     assert os.stat(log).st_size > pos.offset
     with caplog.at_level(logging.WARNING, logger="trainvisor.stream.tail"):
         second = readers(log, start=pos)

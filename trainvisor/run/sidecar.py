@@ -31,9 +31,11 @@ from ..stream.tailpos import TailPosition, load_position, save_position
 from .run import Run
 from .summary import RunSummary
 
-__all__ = ["TailRun", "ProcessEnd"]
+__all__ = ["TailRun", "ProcessEnd", "HEAD_FILE"]
 
 log = logging.getLogger("trainvisor")
+
+HEAD_FILE = "tail-head.log"  # the log's first bytes, which a restart reads again (muted) for context
 
 
 class ProcessEnd:
@@ -111,6 +113,7 @@ class TailRun(Run):
             position = load_position(self.run_dir)
             self._cut_metrics(position)
             follower = TailFollower(self.path, start=position, on_commit=self._commit, on_warm=self._mute,
+                                    head=self._head(position), on_head=self._keep_head,
                                     should_end=ends.ended, wake_fds=ends.fds, inotify=self._inotify,
                                     idle=parts.pipeline.flush_interval)
             with self._control:
@@ -165,6 +168,24 @@ class TailRun(Run):
         except OSError:  # metrics to stdout: nothing to cut at a restart
             size = None
         save_position(self.run_dir, dataclasses.replace(position, sink_bytes=size), sync=sync)
+
+    def _head(self, position: Optional[TailPosition]) -> Optional[bytes]:
+        """The head kept by the last start, as far as its record says (bytes appended after it
+        are cut: they are read again); a fresh follow starts a new one."""
+        path = self.run_dir / HEAD_FILE
+        if position is None:
+            path.write_bytes(b"")
+            return None
+        try:
+            with open(path, "r+b") as fh:
+                fh.truncate(position.head_bytes)
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+    def _keep_head(self, data: bytes) -> None:
+        with open(self.run_dir / HEAD_FILE, "ab") as fh:
+            fh.write(data)
 
     def _mute(self, muted: bool) -> None:
         """A restart re-reads the lines before its position for their context: what the parser

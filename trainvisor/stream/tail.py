@@ -35,11 +35,15 @@ from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
 from .tailpos import FINGERPRINT_BYTES, TailPosition, fingerprint, same_start
 from .tailwait import PollWaiter, Waiter, make_waiter
 
-__all__ = ["TailFollower", "TailStats", "WARM_LINES", "MAX_PENDING"]
+__all__ = ["TailFollower", "TailStats", "WARM_LINES", "HEAD_BYTES", "MAX_PENDING"]
 
 log = logging.getLogger("trainvisor.stream.tail")
 
 WARM_LINES = 64  # lines before a restart's position read again, muted, for the parser's context
+# The stream's first bytes (whole lines), kept (`on_head`) and read again muted at a restart: where
+# logs state their setup and their start (Caffe's seconds count from its "Solving" line, after
+# the nets' description: 21 KB into an MNIST log).
+HEAD_BYTES = 256 * 1024
 MAX_PENDING = 16 * READ_SIZE  # a line longer than this is handed on before its newline (not committed)
 
 
@@ -89,6 +93,7 @@ class TailFollower:
     def __init__(self, path: str | os.PathLike, *, stream: str = "log", start: Optional[TailPosition] = None,
                  on_commit: Callable[[TailPosition], None] = lambda p: None,
                  on_warm: Callable[[bool], None] = lambda muted: None,
+                 head: Optional[bytes] = None, on_head: Callable[[bytes], None] = lambda head: None,
                  should_end: Callable[[], bool] = lambda: False, wake_fds: Sequence[int] = (),
                  idle: float = 0.5, waiter: Optional[Waiter] = None, inotify: bool = True,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time) -> None:
@@ -112,6 +117,10 @@ class TailFollower:
         self._truncations = start.truncations if start else 0
         self._bytes = 0
         self.position: Optional[TailPosition] = start  # the last one committed
+        self._head, self._on_head = head or b"", on_head
+        # bytes of the head kept so far; None once it is complete (a restart goes on keeping it
+        # only if its record says the head was still the whole stream read)
+        self._head_bytes: Optional[int] = (0 if start is None else start.head_bytes if start.head_open else None)
 
     @property
     def stats(self) -> TailStats:
@@ -199,6 +208,8 @@ class TailFollower:
             self._note_starts(whole, end)
             self._lines += whole.count(b"\n")
             yield self._chunk(whole)
+            if self._head_bytes is not None:
+                self._keep_head(whole)
             self._commit(end)
 
     def _note_starts(self, whole: bytes, end: int) -> None:
@@ -215,11 +226,25 @@ class TailFollower:
             pos = nl
         self._starts.extend(reversed(found))
 
+    def _keep_head(self, whole: bytes) -> None:
+        """The stream's first HEAD_BYTES (whole lines), handed to the owner as they are read,
+        before the commit that covers them: context a restart re-reads."""
+        room = HEAD_BYTES - self._head_bytes
+        take = whole if len(whole) <= room else whole[: whole.rfind(b"\n", 0, room) + 1]
+        if take:
+            self._on_head(take)
+            self._head_bytes += len(take)
+        if len(take) < len(whole):
+            self._head_bytes = None
+
     def _commit(self, end: int) -> None:
         cur = self._cur
         anchor, anchor_lines = self._starts[0] if self._starts else (end, self._lines)
+        head_open = self._head_bytes is not None
+        head = self._head_bytes if head_open else (self.position.head_bytes if self.position else 0)
         self.position = TailPosition(cur.name, cur.dev, cur.ino, cur.fp, cur.fp_len, end, self._lines,
-                                     anchor, anchor_lines, None, self._rotations, self._truncations)
+                                     anchor, anchor_lines, None, self._rotations, self._truncations,
+                                     head, head_open)
         self._on_commit(self.position)
 
     def _switch(self, new: Optional[_Open], *, rotated: bool) -> None:
@@ -307,6 +332,18 @@ class TailFollower:
         if lines:
             yield Gap(self.stream, 0, lines, True)
 
+    def _head_lines(self, before: int) -> Iterator[Optional[Item]]:
+        """Before a re-read that starts after line `before`: the stream's first lines (what the
+        parser learns once, such as the log's start time), then the splitter moved on to there."""
+        head = b""
+        if self._head and before:
+            cut = 0
+            for _ in range(min(self._head.count(b"\n"), before)):
+                cut = self._head.index(b"\n", cut) + 1
+            head = self._head[:cut]
+            yield self._chunk(head)
+        yield from self._number_from(before - head.count(b"\n"))
+
     def _resume(self, pos: TailPosition) -> Iterator[Optional[Item]]:
         """Find the file `pos` names, re-read its last lines muted, then go on from its offset."""
         ident = (pos.dev, pos.ino)
@@ -321,7 +358,7 @@ class TailFollower:
         if pos.anchor < pos.offset:
             self._on_warm(True)
             warm = os.pread(old.fd, pos.offset - pos.anchor, pos.anchor)
-            yield from self._number_from(pos.anchor_lines)
+            yield from self._head_lines(pos.anchor_lines)
             yield self._chunk(warm)
         else:
             yield from self._number_from(pos.lines)

@@ -36,7 +36,9 @@ class TailPosition:
     FINGERPRINT_BYTES while the file was shorter). `lines`: the stream's line count at `offset`
     (so a restart numbers lines as one uninterrupted read would); `sink_bytes`: the size of the
     run's metrics file once the lines up to `offset` were written to it (a restart cuts what a
-    killed sidecar wrote after its last commit, since those lines are read again)."""
+    killed sidecar wrote after its last commit, since those lines are read again); `head_bytes`:
+    how much of the stream's head (its first bytes, re-read for context) was kept, `head_open`:
+    whether it is still being kept (all that was read so far)."""
 
     path: str
     dev: int
@@ -50,6 +52,8 @@ class TailPosition:
     sink_bytes: Optional[int] = None
     rotations: int = 0
     truncations: int = 0
+    head_bytes: int = 0
+    head_open: bool = True
 
 
 def fingerprint(fd: int, length: int = FINGERPRINT_BYTES) -> tuple[str, int]:
