@@ -17,7 +17,7 @@ from tests.conftest import real_logs
 from trainvisor.run.sidecar import ProcessEnd
 from trainvisor.stream.source import Chunk, End, Eof, Gap
 from trainvisor.stream.tail import TailFollower
-from trainvisor.stream.tailpos import load_position, save_position
+from trainvisor.stream.tailpos import SLOT_BYTES, PositionStore
 
 IDLE = 0.05  # the follower's quiet interval: a pull that finds nothing new returns after it
 
@@ -237,16 +237,36 @@ def test_ends_when_the_process_exits_after_reading_what_is_left(tmp_path, reader
         ends.close()
 
 
-def test_position_record_round_trip_and_a_broken_one_is_one_error(tmp_path, readers):
+def test_position_record_keeps_the_newest_whole_slot_and_a_broken_file_is_one_error(tmp_path, readers):
     from trainvisor.errors import ConfigError
 
     log = tmp_path / "train.log"
-    log.write_bytes(b"loss = 1\nloss = 2\n")
+    log.write_bytes(b"loss = 1\n")
     r = readers(log)
     r.pull()
-    save_position(tmp_path, r.follower.position)
-    assert load_position(tmp_path) == r.follower.position
+    first = r.follower.position
+    with open(log, "ab") as fh:
+        fh.write(b"loss = 2\n")
+    r.pull()
+    second = r.follower.position
+    store = PositionStore(tmp_path)
+    assert store.load() is None
+    store.save(first)
+    store.save(second)
+    store.close()
+    store = PositionStore(tmp_path)
+    assert store.load() == second
+    store.close()
+    # a write cut short spoils its own slot only: the other, older record stands
+    raw = bytearray((tmp_path / "tail-position.json").read_bytes())
+    newest = 0 if raw[:SLOT_BYTES].find(b'"seq": 2') >= 0 else 1
+    raw[newest * SLOT_BYTES + 40: newest * SLOT_BYTES + 60] = b"\0" * 20
+    (tmp_path / "tail-position.json").write_bytes(bytes(raw))
+    store = PositionStore(tmp_path)
+    assert store.load() == first
+    store.close()
     (tmp_path / "tail-position.json").write_text("{not json")
+    store = PositionStore(tmp_path)
     with pytest.raises(ConfigError, match="tail-position.json: not a tail position record"):
-        load_position(tmp_path)
-    assert load_position(tmp_path / "nowhere") is None
+        store.load()
+    store.close()

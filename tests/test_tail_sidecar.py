@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import real_logs
+from trainvisor.stream.tailpos import PositionStore
 from trainvisor.stream.tailwait import InotifyWaiter
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
@@ -42,10 +43,14 @@ def complete_records(path: Path) -> int:
 
 
 def lines_read(run_dir: Path) -> int:
-    try:
-        return json.loads((run_dir / "tail-position.json").read_text())["lines"]
-    except (FileNotFoundError, ValueError):
+    if not (run_dir / "tail-position.json").exists():
         return -1
+    store = PositionStore(run_dir)
+    try:
+        position = store.load()
+    finally:
+        store.close()
+    return position.lines if position else -1
 
 
 def wait_for(run_dir: Path, done, what: str, timeout: float = 60.0) -> None:

@@ -27,7 +27,7 @@ from typing import Optional
 from ..config import RunConfig
 from ..errors import ConfigError
 from ..stream.tail import TailFollower
-from ..stream.tailpos import TailPosition, load_position, save_position
+from ..stream.tailpos import PositionStore, TailPosition
 from .run import Run
 from .summary import RunSummary
 
@@ -99,6 +99,7 @@ class TailRun(Run):
         self._pid, self._name, self._inotify = pid, until_exit_of, inotify
         self._follower: Optional[TailFollower] = None
         self._muted: Optional[tuple[list, list]] = None
+        self._store: Optional[PositionStore] = None
 
     def tail(self) -> RunSummary:
         """Follow the log to its end (see the class) and return the summary."""
@@ -109,8 +110,9 @@ class TailRun(Run):
 
         parts = self._started()
         ends = ProcessEnd(self._pid, self._name)
+        self._store = PositionStore(self.run_dir)
         try:
-            position = load_position(self.run_dir)
+            position = self._store.load()
             self._cut_metrics(position)
             follower = TailFollower(self.path, start=position, on_commit=self._commit, on_warm=self._mute,
                                     head=self._head(position), on_head=self._keep_head,
@@ -125,10 +127,11 @@ class TailRun(Run):
                      f" from byte {position.offset} of {position.path}" if position else "")
             self._attempts = 1
             parts.drive(follower.items())
+            if follower.position is not None:
+                self._commit(follower.position, sync=True)
         finally:
             ends.close()
-        if follower.position is not None:
-            self._commit(follower.position, sync=True)
+            self._store.close()
         stats = follower.stats
         log.info("run %s: followed %s: %d rotation(s), %d truncation(s), %d bytes read", self.run_id, self.path,
                  stats.rotations, stats.truncations, stats.bytes_read)
@@ -167,7 +170,7 @@ class TailRun(Run):
             size: Optional[int] = os.path.getsize(self.metrics_path)
         except OSError:  # metrics to stdout: nothing to cut at a restart
             size = None
-        save_position(self.run_dir, dataclasses.replace(position, sink_bytes=size), sync=sync)
+        self._store.save(dataclasses.replace(position, sink_bytes=size), sync=sync)
 
     def _head(self, position: Optional[TailPosition]) -> Optional[bytes]:
         """The head kept by the last start, as far as its record says (bytes appended after it
