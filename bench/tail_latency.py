@@ -26,6 +26,7 @@ import tempfile
 import time
 
 from _common import ROOT, dense_caffe_log
+from passthrough import ArrivalSink, percentile
 
 from trainvisor import RunConfig
 from trainvisor.config import LoggingConfig, ParsingConfig, RunDirConfig
@@ -57,34 +58,6 @@ else:
         os.write(fd, view[i:i + 65536])
 os.close(fd)
 '''
-
-
-class ArrivalSink:
-    """When each metric reaches the sinks (one clock read per batch)."""
-
-    name = "arrival"
-
-    def __init__(self) -> None:
-        self.lines, self.times = array.array("q"), array.array("d")
-
-    def write(self, events) -> None:
-        now = time.time()
-        for ev in events:
-            line = getattr(ev, "line", None)
-            if line is not None:
-                self.lines.append(line)
-                self.times.append(now)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def percentile(values, q):
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def writer(src, dst, mode, rate, stamps) -> subprocess.Popen:

@@ -18,6 +18,7 @@ from trainvisor.run.sidecar import ProcessEnd
 from trainvisor.stream.source import Chunk, End, Eof, Gap
 from trainvisor.stream.tail import TailFollower
 from trainvisor.stream.tailpos import SLOT_BYTES, PositionStore
+from trainvisor.stream.tailwait import PollWaiter
 
 IDLE = 0.05  # the follower's quiet interval: a pull that finds nothing new returns after it
 
@@ -270,3 +271,14 @@ def test_position_record_keeps_the_newest_whole_slot_and_a_broken_file_is_one_er
     with pytest.raises(ConfigError, match="tail-position.json: not a tail position record"):
         store.load()
     store.close()
+
+
+def test_polling_waits_with_the_injected_sleep(tmp_path, readers):
+    slept: list[float] = []
+    log = tmp_path / "train.log"
+    r = readers(log, waiter=PollWaiter(0.05, sleep=slept.append))
+    r.pull()  # no file: one look, then the quiet moment
+    assert slept == [0.05] and r.data == b""
+    log.write_bytes(b"Iteration 1, loss = 0.5\nIteration 2")
+    r.pull()
+    assert bytes(r.data) == b"Iteration 1, loss = 0.5\n" and r.follower.stats.waiter == "poll"

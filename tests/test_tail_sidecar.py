@@ -67,12 +67,40 @@ def wait_for(run_dir: Path, done, what: str, timeout: float = 60.0) -> None:
         waiter.close()
 
 
-def shift(directory: Path, name: str) -> None:
-    """logrotate's numbering: name.2 -> name.3, name.1 -> name.2."""
-    for n in (2, 1):
-        older = directory / f"{name}.{n}"
-        if older.exists():
-            os.rename(older, directory / f"{name}.{n + 1}")
+class Writer:
+    """A training's log: `data` in ten pieces cut inside lines, appended (O_APPEND, so after a
+    copytruncate it goes on at 0), rotated as logrotate does (train.log.1, .2, ...)."""
+
+    def __init__(self, log: Path, data: bytes) -> None:
+        self.log, self.dir = log, log.parent
+        step = len(data) // 10
+        self.cuts = [0, *(i * step + 11 for i in range(1, 10)), len(data)]
+        self.piece = [data[a:b] for a, b in zip(self.cuts, self.cuts[1:])]
+        self.fh = open(log, "ab")
+
+    def write(self, i: int) -> None:
+        self.fh.write(self.piece[i])
+        self.fh.flush()
+
+    def _shift(self) -> None:
+        for n in (2, 1):
+            older = self.dir / f"{self.log.name}.{n}"
+            if older.exists():
+                os.rename(older, self.dir / f"{self.log.name}.{n + 1}")
+
+    def rename_rotate(self) -> None:
+        self._shift()
+        os.rename(self.log, self.dir / f"{self.log.name}.1")
+        self.fh.close()
+        self.fh = open(self.log, "ab")
+
+    def copytruncate(self) -> None:
+        self._shift()
+        shutil.copyfile(self.log, self.dir / f"{self.log.name}.1")
+        os.truncate(self.log, 0)
+
+    def close(self) -> None:
+        self.fh.close()
 
 
 @pytest.fixture
@@ -89,10 +117,11 @@ def processes():
 
 
 def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path, processes):
-    data = (real_logs("caffe") / "bearpaw-fork-mnist.log").read_bytes()
+    src = real_logs("caffe") / "bearpaw-fork-mnist.log"
+    data = src.read_bytes()
     expected_file = tmp_path / "replay.jsonl"
-    subprocess.run(TRAINVISOR + ["replay", str(real_logs("caffe") / "bearpaw-fork-mnist.log"), "--parser", "caffe",
-                                 "--metrics", str(expected_file)], check=True, timeout=120, capture_output=True)
+    subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--metrics", str(expected_file)],
+                   check=True, timeout=120, capture_output=True)
     expected = records(expected_file)
     assert len(expected) == 363
     work, run_dir = tmp_path / "logs", tmp_path / "run"
@@ -110,54 +139,36 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
         processes.append(p)
         return p
 
-    step = len(data) // 10
-    cuts = [0, *(i * step + 11 for i in range(1, 10)), len(data)]  # inside lines
-    piece = [data[a:b] for a, b in zip(cuts, cuts[1:])]
-    fh = open(log, "ab")
-
-    def write(i: int) -> None:
-        fh.write(piece[i])
-        fh.flush()
-
-    def rename_rotate() -> None:
-        nonlocal fh
-        shift(work, "train.log")
-        os.rename(log, work / "train.log.1")
-        fh.close()
-        fh = open(log, "ab")
-
+    w = Writer(log, data)
     try:
         first = sidecar()  # the log does not exist yet
-        write(0)
-        write(1)
+        w.write(0)
+        w.write(1)
         # the log's first 40% sets the nets up (no metric): the position record shows the progress
-        wait_for(run_dir, lambda: lines_read(run_dir) == data[:cuts[2]].count(b"\n"), "the first lines read")
-        write(2)
-        rename_rotate()  # 1: the old file written to just before, the new one starts mid-line
-        write(3)
-        write(4)
+        wait_for(run_dir, lambda: lines_read(run_dir) == data[:w.cuts[2]].count(b"\n"), "the first lines read")
+        w.write(2)
+        w.rename_rotate()  # 1: the old file written to just before, the new one starts mid-line
+        w.write(3)
+        w.write(4)
         wait_for(run_dir, lambda: complete_records(metrics) > 0, "the sidecar at work after a rotation")
         first.send_signal(signal.SIGKILL)  # in the middle of its work
         first.wait(timeout=30)
-        write(5)
-        shift(work, "train.log")  # copytruncate while no sidecar runs: what it had not read is in the copy
-        shutil.copyfile(log, work / "train.log.1")
-        os.truncate(log, 0)
-        write(6)
+        w.write(5)
+        w.copytruncate()  # while no sidecar runs: what it had not read is in the copy
+        w.write(6)
         second = sidecar()
-        write(7)
+        w.write(7)
         wait_for(run_dir, lambda: complete_records(metrics) >= 201, "the restarted sidecar's records")
-        rename_rotate()  # 2
-        write(8)
-        write(9)
+        w.rename_rotate()  # 2
+        w.write(8)
+        w.write(9)
     finally:
-        fh.close()
+        w.close()
     training.stdin.close()
     training.wait(timeout=30)
     _, err = second.communicate(timeout=60)
     assert second.returncode == 0, err.decode()
-    got = records(metrics)
-    assert got == expected  # each metric once, in order, its line number that of the whole log
+    assert records(metrics) == expected  # each metric once, in order, its line number that of the whole log
     attempts = [json.loads(line)["attempt"] for line in metrics.read_text().splitlines()]
     assert set(attempts) == {1, 2}
     assert "followed       2 rotation(s), 1 truncation(s) (inotify)" in err.decode()

@@ -130,6 +130,9 @@ class TailRun(Run):
             if follower.position is not None:
                 self._commit(follower.position, sync=True)
         finally:
+            follower_ = self._follower
+            if follower_ is not None:
+                follower_.close()  # a follow that failed before its first item holds its fds still
             ends.close()
             self._store.close()
         stats = follower.stats

@@ -170,6 +170,7 @@ class TailFollower:
             self.close()
 
     def close(self) -> None:
+        """Free the open file, the wait and the stop pipe (the end of `items()` does; again is harmless)."""
         if self._cur is not None:
             self._cur.close()
             self._cur = None
