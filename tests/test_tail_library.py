@@ -82,3 +82,16 @@ def test_until_exit_of_a_name_ends_with_the_last_process_of_that_name(tmp_path):
             training.kill()
             training.wait()
         training.stdin.close()
+
+
+def test_bad_end_options_are_one_line_errors(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs (reaped)
+    env = {**os.environ, "LANG": "C.UTF-8"}
+    bad = subprocess.run(TRAINVISOR + ["tail", str(tmp_path / "train.log"), "--run-dir", str(tmp_path / "run"),
+                                       "--pid", str(gone.pid)], capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == [f"trainvisor: --pid {gone.pid}: no such process"]
+    both = subprocess.run(TRAINVISOR + ["tail", str(tmp_path / "train.log"), "--pid", "1", "--until-exit-of", "x"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert both.returncode == 2 and "--pid and --until-exit-of: give one" in both.stderr
+    assert "Traceback" not in bad.stderr + both.stderr

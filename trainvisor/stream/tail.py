@@ -202,6 +202,7 @@ class TailFollower:
                 self._pending = buf
                 if len(buf) > MAX_PENDING:  # bounded memory: a huge line goes on in parts
                     self._pending = b""
+                    self._head_bytes = None  # the head stays whole lines, the stream's first ones
                     yield self._chunk(buf)
                 continue
             whole, self._pending = buf[: nl + 1], buf[nl + 1 :]
