@@ -166,6 +166,24 @@ def test_restart_goes_on_from_the_position_in_the_renamed_file(tmp_path, readers
     assert second.follower.stats.rotations == 1
 
 
+def test_a_second_restart_re_reads_as_many_lines_as_the_first(tmp_path, readers):
+    data = caffe_log()
+    log = tmp_path / "train.log"
+    log.write_bytes(data[:30_000])
+    first = readers(log)
+    first.pull()
+    pos = first.follower.position
+    first.close()
+    with open(log, "ab") as fh:
+        fh.write(data[30_000:30_200])  # a few lines more: the next record's window reaches back past them
+    second = readers(log, start=pos)
+    second.pull()
+    again = second.follower.position
+    second.close()
+    assert again.offset > pos.offset and again.lines - again.anchor_lines == 64
+    assert data[again.anchor:again.offset].count(b"\n") == 64
+
+
 def test_a_new_file_with_the_freed_inode_is_read_from_its_start(tmp_path, readers, caplog):
     data = caffe_log()
     log = tmp_path / "train.log"

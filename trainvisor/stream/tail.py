@@ -357,11 +357,15 @@ class TailFollower:
             yield from self._number_from(pos.lines)
             self._on_warm(False)
             return
+        self._starts.append((pos.anchor, pos.anchor_lines))
         if pos.anchor < pos.offset:
             self._on_warm(True)
             warm = os.pread(old.fd, pos.offset - pos.anchor, pos.anchor)
             yield from self._head_lines(pos.anchor_lines)
             yield self._chunk(warm)
+            self._lines = pos.anchor_lines  # the re-read lines' starts: the next record's anchor
+            self._note_starts(warm, pos.offset)
+            self._lines = pos.lines
         else:
             yield from self._number_from(pos.lines)
         self._on_warm(False)
