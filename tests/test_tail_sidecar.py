@@ -156,6 +156,7 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
         w.write(5)
         w.copytruncate()  # while no sidecar runs: what it had not read is in the copy
         w.write(6)
+        read_before = lines_read(run_dir)  # where the killed sidecar's last record stands
         second = sidecar()
         w.write(7)
         wait_for(run_dir, lambda: complete_records(metrics) >= 201, "the restarted sidecar's records")
@@ -172,3 +173,5 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
     attempts = [json.loads(line)["attempt"] for line in metrics.read_text().splitlines()]
     assert set(attempts) == {1, 2}
     assert "followed       2 rotation(s), 1 truncation(s) (inotify)" in err.decode()
+    total = data.count(b"\n")
+    assert f"lines parsed   {total - read_before}\n" in err.decode()  # the re-read ones not counted twice

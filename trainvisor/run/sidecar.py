@@ -100,6 +100,7 @@ class TailRun(Run):
         self._follower: Optional[TailFollower] = None
         self._muted: Optional[tuple[list, list]] = None
         self._store: Optional[PositionStore] = None
+        self._reread = 0  # lines a restart read again, muted: not counted as parsed twice
 
     def tail(self) -> RunSummary:
         """Follow the log to its end (see the class) and return the summary."""
@@ -140,7 +141,8 @@ class TailRun(Run):
                  stats.rotations, stats.truncations, stats.bytes_read)
         self._last = ProcessResult(0, 0, stop_reason=self._stop.reason if self._stop else None)
         parts.finish()
-        self.summary = dataclasses.replace(parts.summarise(self._last, attempts=1), followed=stats)
+        summary = parts.summarise(self._last, attempts=1)
+        self.summary = dataclasses.replace(summary, followed=stats, lines=summary.lines - self._reread)
         return self.summary
 
     def stop_following(self) -> None:
@@ -200,9 +202,11 @@ class TailRun(Run):
         if muted and self._muted is None:
             self._muted = (pipeline.sinks, pipeline.hooks)
             pipeline.sinks, pipeline.hooks = [], []
+            self._reread -= pipeline.stats.lines
         elif not muted and self._muted is not None:
             pipeline.sinks, pipeline.hooks = self._muted
             self._muted = None
+            self._reread += pipeline.stats.lines
 
     def _cut_metrics(self, position: Optional[TailPosition]) -> None:
         """Records a killed sidecar wrote after its last position record are cut: their lines
