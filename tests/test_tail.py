@@ -82,6 +82,16 @@ def readers():
         r.close()
 
 
+def position_after(readers, log, content: bytes):
+    """`log` written with `content` and followed to its end by a sidecar that then stops: its
+    last record."""
+    log.write_bytes(content)
+    first = readers(log)
+    first.pull()
+    first.close()
+    return first.follower.position
+
+
 def test_late_file_rotations_copytruncate_and_truncation_read_as_one_stream(tmp_path, readers):
     data = caffe_log()
     parts = pieces(data, 10)
@@ -143,11 +153,7 @@ def test_restart_goes_on_from_the_position_in_the_renamed_file(tmp_path, readers
     data = caffe_log()
     half, rest = data[: len(data) // 2 + 5], data[len(data) // 2 + 5:]
     log = tmp_path / "train.log"
-    log.write_bytes(half)
-    first = readers(log)
-    first.pull()
-    pos = first.follower.position
-    first.close()
+    pos = position_after(readers, log, half)
     assert pos.offset == half.rfind(b"\n") + 1 and pos.lines == half.count(b"\n")
     assert pos.anchor < pos.offset and pos.lines - pos.anchor_lines == 64  # the lines re-read for context
     # while no one reads: the old file gets more, is renamed, and a new one starts mid-line
@@ -169,11 +175,7 @@ def test_restart_goes_on_from_the_position_in_the_renamed_file(tmp_path, readers
 def test_a_second_restart_re_reads_as_many_lines_as_the_first(tmp_path, readers):
     data = caffe_log()
     log = tmp_path / "train.log"
-    log.write_bytes(data[:30_000])
-    first = readers(log)
-    first.pull()
-    pos = first.follower.position
-    first.close()
+    pos = position_after(readers, log, data[:30_000])
     with open(log, "ab") as fh:
         fh.write(data[30_000:30_200])  # a few lines more: the next record's window reaches back past them
     second = readers(log, start=pos)
@@ -188,12 +190,10 @@ def test_a_new_file_with_the_freed_inode_is_read_from_its_start(tmp_path, reader
     data = caffe_log()
     log = tmp_path / "train.log"
     other = data[20_000:45_000]  # another log, longer than the first one's position
-    for _ in range(50):  # until the file system hands the freed inode number to the new file (other
-        log.write_bytes(data[:20_000])  # processes on the machine may take it first: tried again)
-        first = readers(log)
-        first.pull()
-        pos = first.follower.position
-        first.close()
+    # until the file system hands the freed inode number to the new file (another process on the
+    # machine may take it first: the whole scenario is tried again)
+    for _ in range(50):
+        pos = position_after(readers, log, data[:20_000])
         log.unlink()
         log.write_bytes(other)
         if os.stat(log).st_ino == pos.ino:
@@ -214,11 +214,7 @@ def test_a_new_file_with_the_freed_inode_is_read_from_its_start(tmp_path, reader
 def test_copytruncate_while_no_one_read_is_finished_from_the_copy(tmp_path, readers):
     data = caffe_log()
     log = tmp_path / "train.log"
-    log.write_bytes(data[:10_003])
-    first = readers(log)
-    first.pull()
-    pos = first.follower.position
-    first.close()
+    pos = position_after(readers, log, data[:10_003])
     with open(log, "ab") as fh:
         fh.write(data[10_003:30_001])
     shutil.copyfile(log, tmp_path / "train.log.1")
