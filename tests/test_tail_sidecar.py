@@ -175,3 +175,50 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
     assert "followed       2 rotation(s), 1 truncation(s) (inotify)" in err.decode()
     total = data.count(b"\n")
     assert f"lines parsed   {total - read_before}\n" in err.decode()  # the re-read ones not counted twice
+
+
+def test_killed_again_and_again_every_metric_still_once(tmp_path, processes):
+    """Five SIGKILLs at whatever moment the sidecar is at (reading, writing records, re-reading
+    after its restart), a rename rotation among them: still the replay's records, once each."""
+    src = real_logs("caffe") / "digits-robond-lenet.log"
+    data = src.read_bytes()
+    expected_file = tmp_path / "replay.jsonl"
+    subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--metrics", str(expected_file)],
+                   check=True, timeout=120, capture_output=True)
+    expected = records(expected_file)
+    work, run_dir = tmp_path / "logs", tmp_path / "run"
+    work.mkdir()
+    run_dir.mkdir()
+    log, metrics = work / "train.log", run_dir / "metrics.jsonl"
+    training = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    processes.append(training)
+
+    def sidecar() -> subprocess.Popen:
+        p = subprocess.Popen(TRAINVISOR + ["tail", str(log), "--run-dir", str(run_dir), "--parser", "caffe",
+                                           "--pid", str(training.pid), "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        processes.append(p)
+        return p
+
+    w = Writer(log, data)
+    try:
+        for i in range(5):
+            p = sidecar()
+            w.write(2 * i)
+            if i == 2:
+                w.rename_rotate()
+            w.write(2 * i + 1)
+            seen = lines_read(run_dir)
+            wait_for(run_dir, lambda: lines_read(run_dir) > seen, "the sidecar's progress")
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=30)
+    finally:
+        w.close()
+    last = sidecar()
+    wait_for(run_dir, lambda: b"attempt 6: following" in (run_dir / "train.log").read_bytes(),
+             "the last sidecar to follow (it needs the training's pid alive to start)")
+    training.stdin.close()
+    training.wait(timeout=30)
+    _, err = last.communicate(timeout=60)
+    assert last.returncode == 0, err.decode()
+    assert records(metrics) == expected

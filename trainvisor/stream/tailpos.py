@@ -80,7 +80,16 @@ class PositionStore:
 
     def __init__(self, run_dir: str | os.PathLike) -> None:
         self.path = os.path.join(run_dir, POSITION_FILE)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            # Born whole (both slots "no position yet", then renamed into place): from then on one
+            # slot is always valid, whenever a write into the other is cut short.
+            tmp = self.path + ".tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(_slot(0, None) * 2)
+            os.replace(tmp, self.path)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         self._seq = 0
 
     def load(self) -> Optional[TailPosition]:
@@ -92,13 +101,12 @@ class PositionStore:
             if record is not None and (best is None or record[0] > best[0]):
                 best = record
         if best is None:
-            if os.fstat(self._fd).st_size:
-                from ..errors import ConfigError
+            from ..errors import ConfigError
 
-                raise ConfigError(f"{self.path}: not a tail position record; remove it to read the log from "
-                                  "its start")
-            return None
+            raise ConfigError(f"{self.path}: not a tail position record; remove it to read the log from its start")
         self._seq = best[0]
+        if best[1] is None:
+            return None
         try:
             return TailPosition(**best[1])
         except TypeError as exc:
@@ -109,12 +117,7 @@ class PositionStore:
     def save(self, position: TailPosition, *, sync: bool = False) -> None:
         """Write the record into the slot not holding the newest one; `sync`: fsync it."""
         self._seq += 1
-        body = json.dumps(asdict(position), sort_keys=True)
-        line = json.dumps({"seq": self._seq, "crc": zlib.crc32(body.encode()), "position": asdict(position)})
-        data = line.encode()
-        if len(data) >= SLOT_BYTES:
-            raise ValueError(f"tail position record of {len(data)} bytes (path too long?)")
-        os.pwrite(self._fd, data.ljust(SLOT_BYTES - 1) + b"\n", (self._seq % 2) * SLOT_BYTES)
+        os.pwrite(self._fd, _slot(self._seq, asdict(position)), (self._seq % 2) * SLOT_BYTES)
         if sync:
             os.fsync(self._fd)
 
@@ -122,6 +125,15 @@ class PositionStore:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _slot(seq: int, position: Optional[dict]) -> bytes:
+    """One slot's bytes: the record as a JSON line padded with spaces to SLOT_BYTES."""
+    body = json.dumps(position, sort_keys=True)
+    data = json.dumps({"seq": seq, "crc": zlib.crc32(body.encode()), "position": position}).encode()
+    if len(data) >= SLOT_BYTES:
+        raise ValueError(f"tail position record of {len(data)} bytes (path too long?)")
+    return data.ljust(SLOT_BYTES - 1) + b"\n"
 
 
 def _parse_slot(raw: bytes) -> Optional[tuple[int, dict]]:
