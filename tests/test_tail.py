@@ -287,6 +287,21 @@ def test_position_record_keeps_the_newest_whole_slot_and_a_broken_file_is_one_er
     store.close()
 
 
+def test_a_log_whose_directory_comes_later_is_waited_for_then_with_inotify(tmp_path, readers):
+    log = tmp_path / "later" / "train.log"
+    r = readers(log)
+    r.pull()
+    assert r.follower.stats.waiter == "poll"
+    log.parent.mkdir()
+    log.write_bytes(b"Iteration 1, loss = 0.5\n")
+    r.pull()
+    assert bytes(r.data) == b"Iteration 1, loss = 0.5\n"
+    with open(log, "ab") as fh:
+        fh.write(b"Iteration 2, loss = 0.4\n")
+    r.pull()
+    assert r.follower.stats.waiter == "inotify" and r.data.endswith(b"Iteration 2, loss = 0.4\n")
+
+
 def test_polling_waits_with_the_injected_sleep(tmp_path, readers):
     slept: list[float] = []
     log = tmp_path / "train.log"

@@ -104,8 +104,10 @@ class TailFollower:
         self._wake_fds = tuple(wake_fds)
         self._idle = idle
         self._clock, self._wall = clock, wall_clock
-        directory = os.path.dirname(os.path.abspath(self.path))
-        self._waiter = waiter or (make_waiter(directory, inotify=inotify) if os.path.isdir(directory)
+        self._dir = os.path.dirname(os.path.abspath(self.path))
+        # the log's directory may not exist yet either: polled until it does (`_wait`)
+        self._inotify = inotify and waiter is None
+        self._waiter = waiter or (make_waiter(self._dir, inotify=inotify) if os.path.isdir(self._dir)
                                   else PollWaiter())
         self._stop_r, self._stop_w = os.pipe()
         self._stopped = threading.Event()
@@ -159,7 +161,7 @@ class TailFollower:
                 if self._stopped.is_set() or self._should_end():
                     ending = True  # one more pass: what was written before the end is read
                     continue
-                if not self._waiter.wait(self._idle, (self._stop_r, *self._wake_fds)):
+                if not self._wait():
                     yield None
             if self._pending:  # the last line, complete at the end (never committed: it may grow)
                 yield self._chunk(self._pending)
@@ -179,6 +181,12 @@ class TailFollower:
             if fd >= 0:
                 os.close(fd)
         self._stop_r = self._stop_w = -1
+
+    def _wait(self) -> bool:
+        if self._inotify and self._waiter.kind == "poll" and os.path.isdir(self._dir):
+            self._waiter.close()
+            self._waiter = make_waiter(self._dir)
+        return self._waiter.wait(self._idle, (self._stop_r, *self._wake_fds))
 
     # -- reading ---------------------------------------------------------------------------------
     def _chunk(self, data: bytes) -> Chunk:
