@@ -95,3 +95,39 @@ def test_bad_end_options_are_one_line_errors(tmp_path):
                           capture_output=True, text=True, timeout=60, env=env)
     assert both.returncode == 2 and "--pid and --until-exit-of: give one" in both.stderr
     assert "Traceback" not in bad.stderr + both.stderr
+
+
+def test_a_sidecar_that_ended_on_a_partial_line_and_is_started_again_reports_it_once_whole(tmp_path):
+    """The first follow ends (its process has exited) on half a metric line and reports what it
+    holds; the log then goes on (the training restarted into it) and a second follow on the same
+    run directory reads on: the half line's record is replaced by the whole line's, as replay of
+    the whole log gives it."""
+    src = real_logs("caffe") / "bearpaw-fork-mnist.log"
+    data = src.read_bytes()
+    at = data.index(b"Test net output #0: accuracy = ", 30_000)
+    cut = at + len(b"Test net output #0: accuracy = ") + 3  # inside the value
+    log = tmp_path / "train.log"
+    log.write_bytes(data[:cut])
+    replayed = tmp_path / "replay.jsonl"
+    subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--year", "2026", "--metrics",
+                                 str(replayed)], check=True, capture_output=True, timeout=120)
+    config = RunConfig(parsing=ParsingConfig(parser="caffe", year=2026), logging=LoggingConfig(quiet=True),
+                       run=RunDirConfig(dir=str(tmp_path / "run")))
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    for part in (None, data[cut:]):
+        if part is not None:
+            with open(log, "ab") as fh:
+                fh.write(part)
+        ended = subprocess.Popen([sys.executable, "-c", "pass"])
+        try:
+            os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: its pid stays
+            TailRun(config, log, pid=ended.pid).tail()
+        finally:
+            ended.wait()
+        if part is None:
+            half = [json.loads(line) for line in metrics.read_text().splitlines()][-1]
+            assert (half["name"], half["line"]) == ("accuracy", data[:cut].count(b"\n") + 1)
+    strip = lambda d: {k: v for k, v in d.items() if k not in ("wall_time", "attempt")}  # noqa: E731
+    got = [strip(json.loads(line)) for line in metrics.read_text().splitlines()]
+    assert got == [strip(json.loads(line)) for line in replayed.read_text().splitlines()]
+

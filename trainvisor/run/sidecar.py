@@ -101,6 +101,8 @@ class TailRun(Run):
         self._muted: Optional[tuple[list, list]] = None
         self._store: Optional[PositionStore] = None
         self._reread = 0  # lines a restart read again, muted: not counted as parsed twice
+        self._record: Optional[TailPosition] = None  # the last position recorded
+        self._stop_asked = False  # stop_following() came (a signal), maybe before the follower
 
     def tail(self) -> RunSummary:
         """Follow the log to its end (see the class) and return the summary."""
@@ -111,8 +113,8 @@ class TailRun(Run):
 
         parts = self._started()
         ends = ProcessEnd(self._pid, self._name)
-        self._store = PositionStore(self.run_dir)
         try:
+            self._store = PositionStore(self.run_dir)
             position = self._store.load()
             self._cut_metrics(position)
             follower = TailFollower(self.path, start=position, on_commit=self._commit, on_warm=self._mute,
@@ -121,21 +123,24 @@ class TailRun(Run):
                                     idle=parts.pipeline.flush_interval)
             with self._control:
                 self._follower, stop = follower, self._stop
-            if stop is not None and self._pid is None:
-                follower.stop()
+            if self._stop_asked or (stop is not None and self._pid is None):
+                follower.stop()  # asked before the follower was there
             log.info("run %s attempt %d: following %s (parser %s, metrics %s)%s", self.run_id, self.attempt,
                      self.path, getattr(parts.parser, "name", type(parts.parser).__name__), self.metrics_path,
                      f" from byte {position.offset} of {position.path}" if position else "")
             self._attempts = 1
             parts.drive(follower.items())
-            if follower.position is not None:
-                self._commit(follower.position, sync=True)
+            if self._record is not None:
+                # The last record as it was, synced: what came after it (a partial last line, what
+                # the parser releases at the end) is cut and read again if a sidecar goes on later.
+                self._store.save(self._record, sync=True)
         finally:
             follower_ = self._follower
             if follower_ is not None:
                 follower_.close()  # a follow that failed before its first item holds its fds still
             ends.close()
-            self._store.close()
+            if self._store is not None:
+                self._store.close()
         stats = follower.stats
         log.info("run %s: followed %s: %d rotation(s), %d truncation(s), %d bytes read", self.run_id, self.path,
                  stats.rotations, stats.truncations, stats.bytes_read)
@@ -148,6 +153,7 @@ class TailRun(Run):
     def stop_following(self) -> None:
         """End the follow after what the log holds now (SIGINT/SIGTERM to the sidecar); safe in a
         signal handler."""
+        self._stop_asked = True
         follower = self._follower
         if follower is not None:
             follower.stop()
@@ -167,7 +173,7 @@ class TailRun(Run):
         return True
 
     # -- the engine's callbacks (the caller's thread) ----------------------------------------------
-    def _commit(self, position: TailPosition, *, sync: bool = False) -> None:
+    def _commit(self, position: TailPosition) -> None:
         """The lines up to `position` are parsed: the metrics file flushed, then the record."""
         parts = self._started()
         parts.jsonl.flush()
@@ -175,7 +181,8 @@ class TailRun(Run):
             size: Optional[int] = os.path.getsize(self.metrics_path)
         except OSError:  # metrics to stdout: nothing to cut at a restart
             size = None
-        self._store.save(dataclasses.replace(position, sink_bytes=size), sync=sync)
+        self._record = dataclasses.replace(position, sink_bytes=size)
+        self._store.save(self._record)
 
     def _head(self, position: Optional[TailPosition]) -> Optional[bytes]:
         """The head kept by the last start, as far as its record says (bytes appended after it
