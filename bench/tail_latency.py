@@ -130,14 +130,28 @@ def throughput(a, tmp: str) -> None:
         # started: its run log says it follows (the start-up is not counted, as tail's is not)
         return proc, lambda: b"following" in _read(os.path.join(run_dir, "train.log"))
 
-    base, ours = [], []
+    base, ours, floor = [], [], []
     for _ in range(a.rounds):
         base.append(follow_time(src, tmp, tail_cat))
         ours.append(follow_time(src, tmp, sidecar))
-    b, o = statistics.median(base), statistics.median(ours)
+        floor.append(replay_time(src, tmp))
+    b, o, r = statistics.median(base), statistics.median(ours), statistics.median(floor)
     print(f"(b) {lines} lines ({src.stat().st_size / 1e6:.0f} MB) at full speed, median of {a.rounds}: "
           f"tail -F | cat {lines / b:,.0f} lines/s ({b:.2f} s); trainvisor tail {lines / o:,.0f} lines/s "
-          f"({o:.2f} s): {o / b:.2f}x the time of tail -F | cat")
+          f"({o:.2f} s): {o / b:.2f}x the time of tail -F | cat; {o / r:.2f}x the time of parsing the "
+          f"finished file (replay, in process: {lines / r:,.0f} lines/s)")
+
+
+def replay_time(src, tmp: str) -> float:
+    """The parsing floor: the same file replayed through the same parser into a JSONL file."""
+    from trainvisor.parsers import ParserOptions, create_parser
+    from trainvisor.sinks.jsonl import JsonlSink
+    from trainvisor.stream.replay import replay
+
+    sink = JsonlSink(os.path.join(tmp, "replay.jsonl"))
+    t0 = time.perf_counter()
+    replay(src, create_parser("caffe", ParserOptions(year=2026)), sinks=[sink])
+    return time.perf_counter() - t0
 
 
 def _read(path: str) -> bytes:
