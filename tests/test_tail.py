@@ -311,3 +311,49 @@ def test_polling_waits_with_the_injected_sleep(tmp_path, readers):
     log.write_bytes(b"Iteration 1, loss = 0.5\nIteration 2")
     r.pull()
     assert bytes(r.data) == b"Iteration 1, loss = 0.5\n" and r.follower.stats.waiter == "poll"
+
+
+def rotate(log) -> None:
+    """logrotate's rename rotation: NAME.2 -> NAME.3, NAME.1 -> NAME.2, NAME -> NAME.1."""
+    for n in (2, 1):
+        older = log.with_name(f"{log.name}.{n}")
+        if older.exists():
+            os.rename(older, log.with_name(f"{log.name}.{n + 1}"))
+    os.rename(log, log.with_name(f"{log.name}.1"))
+
+
+def test_two_rotations_between_two_looks_skip_no_file(tmp_path, readers):
+    data = caffe_log()
+    p = pieces(data, 4)
+    log = tmp_path / "train.log"
+    log.write_bytes(p[0])
+    r = readers(log)
+    r.pull()
+    with open(log, "ab") as fh:
+        fh.write(p[1][:50])
+    rotate(log)
+    log.write_bytes(p[1][50:] + p[2][:70])  # a whole file the follower never saw at the path
+    rotate(log)
+    log.write_bytes(p[2][70:] + p[3])
+    r.pull()
+    r.follower.stop()
+    r.pull()
+    assert bytes(r.data) == data and r.follower.stats.rotations == 2
+
+
+def test_two_rotations_while_no_one_read_skip_no_file(tmp_path, readers):
+    data = caffe_log()
+    p = pieces(data, 4)
+    log = tmp_path / "train.log"
+    pos = position_after(readers, log, p[0])
+    with open(log, "ab") as fh:
+        fh.write(p[1])
+    rotate(log)
+    log.write_bytes(p[2])
+    rotate(log)
+    log.write_bytes(p[3])
+    second = readers(log, start=pos)
+    second.pull()
+    second.follower.stop()
+    second.pull()
+    assert bytes(second.data) == data[pos.offset:] and second.follower.stats.rotations == 2

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
 from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
-from .tailpos import FINGERPRINT_BYTES, TailPosition, fingerprint, same_start
+from .tailfind import OpenFile, find_sibling, newer_rotations
+from .tailpos import FINGERPRINT_BYTES, TailPosition, fingerprint
 from .tailwait import PollWaiter, Waiter, make_waiter
 
 __all__ = ["TailFollower", "TailStats", "WARM_LINES", "HEAD_BYTES", "MAX_PENDING"]
@@ -56,33 +57,6 @@ class TailStats:
     truncations: int = 0
     bytes_read: int = 0
     waiter: str = "none"
-
-
-class _Open:
-    """One open file being read: its identity, fingerprint and how far it was read."""
-
-    def __init__(self, name: str, fd: int, offset: int = 0) -> None:
-        st = os.fstat(fd)
-        self.name, self.fd, self.dev, self.ino = name, fd, st.st_dev, st.st_ino
-        self.offset = offset
-        self.fp, self.fp_len = fingerprint(fd)
-
-    @classmethod
-    def at(cls, path: str) -> Optional["_Open"]:
-        try:
-            return cls(path, os.open(path, os.O_RDONLY | os.O_CLOEXEC))
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            return None
-
-    def size(self) -> int:
-        return os.fstat(self.fd).st_size
-
-    def rewritten(self) -> bool:
-        """Truncated since it was read (shorter, or its first bytes changed)."""
-        return self.size() < self.offset or (self.fp_len > 0 and not same_start(self.fd, self.fp, self.fp_len))
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 class TailFollower:
@@ -111,7 +85,7 @@ class TailFollower:
                                   else PollWaiter())
         self._stop_r, self._stop_w = os.pipe()
         self._stopped = threading.Event()
-        self._cur: Optional[_Open] = None
+        self._cur: Optional[OpenFile] = None
         self._pending = b""
         self._lines = start.lines if start else 0
         self._starts: deque[tuple[int, int]] = deque(maxlen=WARM_LINES + 1)  # (offset, lines) of recent line starts
@@ -145,7 +119,7 @@ class TailFollower:
             ending = False
             while True:
                 if self._cur is None:
-                    self._cur = _Open.at(self.path)
+                    self._cur = OpenFile.at(self.path)
                     if self._cur is not None and not self._pending:
                         self._starts.append((0, self._lines))
                 if self._cur is not None:
@@ -257,7 +231,7 @@ class TailFollower:
                                      head, head_open)
         self._on_commit(self.position)
 
-    def _switch(self, new: Optional[_Open], *, rotated: bool) -> None:
+    def _switch(self, new: Optional[OpenFile], *, rotated: bool) -> None:
         if self._cur is not None and self._cur is not new:
             self._cur.close()
         self._cur = new
@@ -292,18 +266,29 @@ class TailFollower:
             return False  # renamed or deleted, the new one not created yet: the old one is still read
         if (st.st_dev, st.st_ino) == (cur.dev, cur.ino):
             return False
-        new = _Open.at(self.path)
+        new = OpenFile.at(self.path)
         if new is None:
             return False
         yield from self._read_available()  # what the writer wrote before it rotated
+        yield from self._rotated_since(cur)
         log.info("%s was rotated; reading the new file from its start", self.path)
         self._switch(new, rotated=True)
         return True
 
-    def _rest_from_copy(self, cur: _Open) -> Iterator[Optional[Item]]:
+    def _rotated_since(self, old: OpenFile) -> Iterator[Optional[Item]]:
+        """The files rotated after `old` and before the path's file now (more than one rotation
+        since it was looked at: `old` is now NAME.K, and NAME.K-1 ... NAME.1 came after it), each
+        read whole, in order."""
+        for name in newer_rotations(self.path, old.dev, old.ino):
+            between = OpenFile.at(name)
+            if between is not None:
+                self._switch(between, rotated=True)
+                yield from self._read_available()
+
+    def _rest_from_copy(self, cur: OpenFile) -> Iterator[Optional[Item]]:
         """A truncated file's bytes after `cur.offset` that were copied away before they were
         read (copytruncate): from the sibling that starts as the file did, if there is one."""
-        copy = self._find_sibling(cur.fp, cur.fp_len, cur.offset, exclude=(cur.dev, cur.ino))
+        copy = find_sibling(self.path, cur.fp, cur.fp_len, cur.offset, exclude=(cur.dev, cur.ino))
         if copy is None:
             return
         copy.offset = cur.offset
@@ -313,27 +298,6 @@ class TailFollower:
         finally:
             self._cur = cur
             copy.close()
-
-    def _find_sibling(self, fp: str, fp_len: int, offset: int, *, ino: Optional[tuple[int, int]] = None,
-                      exclude: Optional[tuple[int, int]] = None) -> Optional[_Open]:
-        """A file beside the path (its name starting as the path's does) that starts with the
-        fingerprinted bytes and is at least `offset` long: the one with inode `ino` if it is
-        given (a renamed file), else any but `exclude` (a copy)."""
-        directory, base = os.path.split(os.path.abspath(self.path))
-        try:
-            names = sorted(n for n in os.listdir(directory) if n.startswith(base))
-        except OSError:
-            return None
-        for name in names:
-            found = _Open.at(os.path.join(directory, name))
-            if found is None:
-                continue
-            ident = (found.dev, found.ino)
-            if ((ino is None or ident == ino) and ident != exclude and found.size() >= offset
-                    and fp_len <= found.fp_len and same_start(found.fd, fp, fp_len)):
-                return found
-            found.close()
-        return None
 
     # -- a restart ---------------------------------------------------------------------------------
     def _number_from(self, lines: int) -> Iterator[Optional[Item]]:
@@ -357,8 +321,8 @@ class TailFollower:
     def _resume(self, pos: TailPosition) -> Iterator[Optional[Item]]:
         """Find the file `pos` names, re-read its last lines muted, then go on from its offset."""
         ident = (pos.dev, pos.ino)
-        old = (self._find_sibling(pos.fp, pos.fp_len, pos.offset, ino=ident)
-               or self._find_sibling(pos.fp, pos.fp_len, pos.offset))
+        old = (find_sibling(self.path, pos.fp, pos.fp_len, pos.offset, ino=ident)
+               or find_sibling(self.path, pos.fp, pos.fp_len, pos.offset))
         if old is None:
             log.warning("%s: the file read up to byte %d is gone (rotated away or rewritten); reading %s from its "
                         "start", self.path, pos.offset, self.path)
@@ -379,7 +343,7 @@ class TailFollower:
         self._on_warm(False)
         old.offset = pos.offset
         self._cur = old
-        at_path = _Open.at(self.path)
+        at_path = OpenFile.at(self.path)
         if at_path is None:
             return
         same = (at_path.dev, at_path.ino) == (old.dev, old.ino)
@@ -387,4 +351,7 @@ class TailFollower:
         if same:
             return  # the file is where it was: the main loop reads on (and sees a truncation after)
         yield from self._read_available()  # renamed (or copied) while no one read it: its rest first
-        self._switch(_Open.at(self.path), rotated=(old.dev, old.ino) == ident)
+        renamed = (old.dev, old.ino) == ident
+        if renamed:
+            yield from self._rotated_since(old)
+        self._switch(OpenFile.at(self.path), rotated=renamed)
