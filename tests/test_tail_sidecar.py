@@ -116,32 +116,51 @@ def processes():
                 stream.close()
 
 
-def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path, processes):
-    src = real_logs("caffe") / "bearpaw-fork-mnist.log"
-    data = src.read_bytes()
-    expected_file = tmp_path / "replay.jsonl"
-    subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--metrics", str(expected_file)],
-                   check=True, timeout=120, capture_output=True)
-    expected = records(expected_file)
-    assert len(expected) == 363
-    work, run_dir = tmp_path / "logs", tmp_path / "run"
-    work.mkdir()
-    run_dir.mkdir()
-    log, metrics = work / "train.log", run_dir / "metrics.jsonl"
-    training = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    processes.append(training)
-    env = {**os.environ, "TZ": "UTC", "LANG": "C.UTF-8", "COLUMNS": "80"}
+class Scene:
+    """A real Caffe log, what `trainvisor replay` makes of it, a log path and a run directory
+    (both empty), a stand-in training (it ends when its stdin closes) and `sidecar()`, which
+    starts `trainvisor tail` on them with `--pid` of that training."""
 
-    def sidecar() -> subprocess.Popen:
-        p = subprocess.Popen(TRAINVISOR + ["tail", str(log), "--run-dir", str(run_dir), "--parser", "caffe",
-                                           "--pid", str(training.pid), "--summary"],
+    def __init__(self, tmp_path: Path, processes: list, log_name: str) -> None:
+        src = real_logs("caffe") / log_name
+        self.data = src.read_bytes()
+        expected_file = tmp_path / "replay.jsonl"
+        subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--metrics", str(expected_file)],
+                       check=True, timeout=120, capture_output=True)
+        self.expected = records(expected_file)
+        work, self.run_dir = tmp_path / "logs", tmp_path / "run"
+        work.mkdir()
+        self.run_dir.mkdir()
+        self.log, self.metrics = work / "train.log", self.run_dir / "metrics.jsonl"
+        self.processes = processes
+        self.training = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                         stdin=subprocess.PIPE)
+        processes.append(self.training)
+
+    def sidecar(self, *flags: str) -> subprocess.Popen:
+        env = {**os.environ, "TZ": "UTC", "LANG": "C.UTF-8", "COLUMNS": "80"}
+        p = subprocess.Popen(TRAINVISOR + ["tail", str(self.log), "--run-dir", str(self.run_dir), "--parser", "caffe",
+                                           "--pid", str(self.training.pid), *flags],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        processes.append(p)
+        self.processes.append(p)
         return p
 
-    w = Writer(log, data)
+    def end_training(self, last: subprocess.Popen) -> str:
+        """The training ends; `last` (the sidecar now running) reads what is left and ends: its stderr."""
+        self.training.stdin.close()
+        self.training.wait(timeout=30)
+        _, err = last.communicate(timeout=60)
+        assert last.returncode == 0, err.decode()
+        return err.decode()
+
+
+def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path, processes):
+    sc = Scene(tmp_path, processes, "bearpaw-fork-mnist.log")
+    data, run_dir, metrics = sc.data, sc.run_dir, sc.metrics
+    assert len(sc.expected) == 363
+    w = Writer(sc.log, data)
     try:
-        first = sidecar()  # the log does not exist yet
+        first = sc.sidecar("--summary")  # the log does not exist yet
         w.write(0)
         w.write(1)
         # the log's first 40% sets the nets up (no metric): the position record shows the progress
@@ -157,7 +176,7 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
         w.copytruncate()  # while no sidecar runs: what it had not read is in the copy
         w.write(6)
         read_before = lines_read(run_dir)  # where the killed sidecar's last record stands
-        second = sidecar()
+        second = sc.sidecar("--summary")
         w.write(7)
         wait_for(run_dir, lambda: complete_records(metrics) >= 201, "the restarted sidecar's records")
         w.rename_rotate()  # 2
@@ -165,45 +184,24 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
         w.write(9)
     finally:
         w.close()
-    training.stdin.close()
-    training.wait(timeout=30)
-    _, err = second.communicate(timeout=60)
-    assert second.returncode == 0, err.decode()
-    assert records(metrics) == expected  # each metric once, in order, its line number that of the whole log
+    err = sc.end_training(second)
+    assert records(metrics) == sc.expected  # each metric once, in order, its line number that of the whole log
     attempts = [json.loads(line)["attempt"] for line in metrics.read_text().splitlines()]
     assert set(attempts) == {1, 2}
-    assert "followed       2 rotation(s), 1 truncation(s) (inotify)" in err.decode()
+    assert "followed       2 rotation(s), 1 truncation(s) (inotify)" in err
     total = data.count(b"\n")
-    assert f"lines parsed   {total - read_before}\n" in err.decode()  # the re-read ones not counted twice
+    assert f"lines parsed   {total - read_before}\n" in err  # the re-read ones not counted twice
 
 
 def test_killed_again_and_again_every_metric_still_once(tmp_path, processes):
     """Five SIGKILLs at whatever moment the sidecar is at (reading, writing records, re-reading
     after its restart), a rename rotation among them: still the replay's records, once each."""
-    src = real_logs("caffe") / "digits-robond-lenet.log"
-    data = src.read_bytes()
-    expected_file = tmp_path / "replay.jsonl"
-    subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--metrics", str(expected_file)],
-                   check=True, timeout=120, capture_output=True)
-    expected = records(expected_file)
-    work, run_dir = tmp_path / "logs", tmp_path / "run"
-    work.mkdir()
-    run_dir.mkdir()
-    log, metrics = work / "train.log", run_dir / "metrics.jsonl"
-    training = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    processes.append(training)
-
-    def sidecar() -> subprocess.Popen:
-        p = subprocess.Popen(TRAINVISOR + ["tail", str(log), "--run-dir", str(run_dir), "--parser", "caffe",
-                                           "--pid", str(training.pid), "-q"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        processes.append(p)
-        return p
-
-    w = Writer(log, data)
+    sc = Scene(tmp_path, processes, "digits-robond-lenet.log")
+    run_dir = sc.run_dir
+    w = Writer(sc.log, sc.data)
     try:
         for i in range(5):
-            p = sidecar()
+            p = sc.sidecar("-q")
             w.write(2 * i)
             if i == 2:
                 w.rename_rotate()
@@ -214,11 +212,8 @@ def test_killed_again_and_again_every_metric_still_once(tmp_path, processes):
             p.wait(timeout=30)
     finally:
         w.close()
-    last = sidecar()
+    last = sc.sidecar("-q")
     wait_for(run_dir, lambda: b"attempt 6: following" in (run_dir / "train.log").read_bytes(),
              "the last sidecar to follow (it needs the training's pid alive to start)")
-    training.stdin.close()
-    training.wait(timeout=30)
-    _, err = last.communicate(timeout=60)
-    assert last.returncode == 0, err.decode()
-    assert records(metrics) == expected
+    sc.end_training(last)
+    assert records(sc.metrics) == sc.expected
