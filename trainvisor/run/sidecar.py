@@ -145,8 +145,7 @@ class TailRun(Run):
         log.info("run %s: followed %s: %d rotation(s), %d truncation(s), %d bytes read", self.run_id, self.path,
                  stats.rotations, stats.truncations, stats.bytes_read)
         self._last = ProcessResult(0, 0, stop_reason=self._stop.reason if self._stop else None)
-        parts.finish()
-        summary = parts.summarise(self._last, attempts=1)
+        summary = self.finish()  # a Run's end, as after a child: sinks closed, watcher stopped, uploads drained
         self.summary = dataclasses.replace(summary, followed=stats, lines=summary.lines - self._reread)
         return self.summary
 
