@@ -35,6 +35,10 @@ def format_summary(summary) -> str:
         lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
                      f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
     lines += _sink_lines(getattr(s, "sinks", ()))
+    followed = getattr(s, "followed", None)
+    if followed is not None:
+        lines.append(f"  followed       {followed.rotations} rotation(s), {followed.truncations} truncation(s) "
+                     f"({followed.waiter})")
     for f in s.faults:
         lines.append(f"  FAILED         {f.component}: {f.count} time(s) (see the run log)")
     lines += _notice_lines(s.notices)

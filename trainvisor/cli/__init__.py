@@ -30,6 +30,7 @@ COMMANDS = {
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),
     "plot": ("plot_cmd", "plot", "Draw a run's metrics (RUN_DIR, metrics.jsonl or LOG) into a PNG, SVG or PDF."),
     "fake-training": ("fake_cmd", "fake_training", "Print a saved LOG as its training did, checkpoints too (no GPU)."),
+    "tail": ("tail_cmd", "tail", "Follow a training's LOGFILE beside it (a sidecar): parse, sink, watch, upload."),
     "upload": ("upload_cmd", "upload", "Upload files or directories once, verified, resumable after a crash."),
     "download": ("download_cmd", "download", "Download a checkpoint set, verified against its manifest, resumable."),
 }

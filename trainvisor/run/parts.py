@@ -247,6 +247,16 @@ class _Parts:
                     hook(exit_code, stopped)
                 except Exception as exc:
                     log.error("sink %s: set_outcome failed: %s: %s", counted.name, type(exc).__name__, exc)
+    def drive(self, items) -> None:
+        """A source other than a child (a followed log) through the pipeline, on this thread; the
+        watcher runs from here on, as from a first child."""
+        from ..stream.engine import StreamEngine
+
+        assert self.pipeline is not None
+        if self.watcher is not None and not self._watching:
+            self.watcher.start()
+            self._watching = True
+        StreamEngine(self.pipeline, max_line=self.run.config.parsing.max_line_bytes).drive(items)
 
     def finish(self) -> None:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the

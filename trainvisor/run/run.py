@@ -57,11 +57,13 @@ class Run:
             summary = run.run()
     """
 
+    needs_command = True  # a sidecar (run/sidecar.py) reads a log instead of starting a command
+
     def __init__(self, config: RunConfig, *, parser: object = None, hooks: Sequence[Callable] = (),
                  sinks: Sequence[object] = (), uploader: object = None, stdout_fd: Optional[int] = 1,
                  stderr_fd: Optional[int] = 2, supervisor_factory: Optional[Callable[..., object]] = None,
                  callbacks: Sequence[object] = ()) -> None:
-        if not config.command:
+        if not config.command and self.needs_command:
             raise ConfigError("command: no command given (trainvisor run [OPTIONS] -- CMD [ARGS...])")
         self._callbacks: list = []
         if callbacks:  # checked now: a misspelled hook fails before anything starts

@@ -96,6 +96,8 @@ class RunSummary:
     stop_rule: Optional[Firing] = None
     """The stop rule that fired (rule, metric, value, line), when one did; `stop_reason` is its
     `describe()` when its stop request was the run's first."""
+    followed: Optional[object] = None
+    """A sidecar's follow of its log (`stream.tail.TailStats`: rotations, truncations); None for a child."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

@@ -55,6 +55,7 @@ def _decoders() -> dict[str, Callable[[Any], Any]]:
     from ..sinks.lastbest import MetricRow
     from ..sinks.threaded import SinkCounts
     from ..stoprules import Firing
+    from ..stream.tail import TailStats
 
     def many(decode: Callable[[dict], Any]) -> Callable[[list], tuple]:
         return lambda items: tuple(decode(d) for d in items)
@@ -67,7 +68,7 @@ def _decoders() -> dict[str, Callable[[Any], Any]]:
         "faults": many(_record(FaultCount)), "uploads": optional(_record(UploadTotals)),
         "last_metrics": many(_record(Metric)), "notices": many(_record(Notice)),
         "sinks": many(_record(SinkCounts)), "table": many(_record(MetricRow)),
-        "stop_rule": optional(_record(Firing)),
+        "stop_rule": optional(_record(Firing)), "followed": optional(_record(TailStats)),
     }
 
 
