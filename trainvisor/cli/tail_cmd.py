@@ -12,6 +12,7 @@ import click
 from ..config import RunConfig
 from ..config.files import load_layers
 from .flags import RUN_FLAGS, config_option, overrides, with_flags
+from .sink_flags import apply_sink_shortcuts, with_sink_shortcuts
 
 __all__ = ["tail", "TAIL_FLAGS"]
 
@@ -26,9 +27,10 @@ TAIL_FLAGS = tuple(f for f in RUN_FLAGS if f.key[0] != "process")
               help="End when no process named NAME (its name, program or script) runs any more.")
 @click.option("--poll-file", is_flag=True, help="Look at the log every 50 ms instead of waiting on inotify.")
 @with_flags(TAIL_FLAGS)
+@with_sink_shortcuts
 @click.argument("logfile", metavar="LOGFILE", type=click.Path(dir_okay=False))
 def tail(config_path: Optional[str], pid: Optional[int], until_exit_of: Optional[str], poll_file: bool,
-         flag_values: dict[str, Any], logfile: str) -> None:
+         flag_values: dict[str, Any], shortcut_values: dict, logfile: str) -> None:
     """Follow LOGFILE as a training writes it: parse, sink, watch and upload as `run` does.
 
     Waits for the file to appear, follows rotation (rename, copytruncate) and truncation, and
@@ -41,6 +43,7 @@ def tail(config_path: Optional[str], pid: Optional[int], until_exit_of: Optional
     if pid is not None and until_exit_of is not None:
         raise click.UsageError("--pid and --until-exit-of: give one")
     config = load_layers(RunConfig, config_path, overrides(click.get_current_context(), TAIL_FLAGS, flag_values))
+    config = apply_sink_shortcuts(config, shortcut_values)
     run = TailRun(config, logfile, pid=pid, until_exit_of=until_exit_of, inotify=not poll_file)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: run.stop_following())
