@@ -32,7 +32,6 @@ is closed at once), `forget_uploads()` (the server loses every upload in progres
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import hmac
 import json
@@ -41,28 +40,21 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import sys
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Optional, Union
-from urllib.parse import parse_qs, unquote
+
+from .kodo_codec import KodoError, _b64, _unb64
+from .kodo_multipart import ResumableV2, _Upload
 
 __all__ = ["KodoServer"]
 
 _BLOCK = 4 << 20
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def qetag_of(path: Path) -> str:
@@ -75,26 +67,12 @@ def qetag_of(path: Path) -> str:
     return _b64(b"\x96" + hashlib.sha1(b"".join(digests)).digest())
 
 
-class KodoError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
 @dataclass
 class _Fault:
     method: str
     pattern: "re.Pattern[str]"
     action: Union[int, str]
     times: int
-
-
-@dataclass
-class _Upload:
-    bucket: str
-    key: str
-    expires: float
-    parts: dict[int, tuple[Path, str, int]] = field(default_factory=dict)  # n -> (file, etag, size)
 
 
 @dataclass
@@ -105,7 +83,7 @@ class _Object:
     put_time: int
 
 
-class KodoServer:
+class KodoServer(ResumableV2):
     """One access key, fixed buckets, objects stored as files under `root`."""
 
     def __init__(self, *, access_key: str, secret_key: str, buckets: list[str], root: Path) -> None:
@@ -131,6 +109,8 @@ class KodoServer:
     def start(self) -> "KodoServer":
         for sub in ("objects", "staging"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        from .kodo_http import _Handler, _Server  # the HTTP layer (its own module: this one is the store)
+
         handler = type("Handler", (_Handler,), {"kodo": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
@@ -312,78 +292,6 @@ class KodoServer:
         return self.store(bucket, key if key is not None else (scope_key or ""), staged,
                           may_overwrite=scope_key is not None)
 
-    def init_upload(self, token: str, bucket: str, key: Optional[str]) -> dict:
-        self.check_up_token(token, bucket, key)
-        upload_id = secrets.token_hex(16)
-        expires = time.time() + 7 * 86400
-        with self._lock:
-            self._uploads[upload_id] = _Upload(bucket, key or "", expires)
-        return {"uploadId": upload_id, "expireAt": int(expires)}
-
-    def _upload(self, upload_id: str, bucket: str, key: Optional[str]) -> _Upload:
-        with self._lock:
-            up = self._uploads.get(upload_id)
-        if up is None or up.bucket != bucket or up.key != (key or ""):
-            raise KodoError(612, "no such uploadId")
-        return up
-
-    def put_part(self, token: str, bucket: str, key: Optional[str], upload_id: str, n: int, data: bytes,
-                 content_md5: Optional[str]) -> dict:
-        self.check_up_token(token, bucket, key)
-        up = self._upload(upload_id, bucket, key)
-        md5 = hashlib.md5(data).hexdigest()
-        if content_md5 and content_md5 != md5:
-            raise KodoError(400, "Content-MD5 mismatch")
-        if not 1 <= n <= 10000:
-            raise KodoError(400, "invalid partNumber")
-        staged = self._staging()
-        staged.write_bytes(data)
-        etag = _b64(hashlib.sha1(data).digest())
-        with self._lock:
-            old = up.parts.get(n)
-            up.parts[n] = (staged, etag, len(data))
-        if old is not None:
-            old[0].unlink(missing_ok=True)
-        return {"etag": etag, "md5": md5}
-
-    def list_parts(self, token: str, bucket: str, key: Optional[str], upload_id: str) -> dict:
-        self.check_up_token(token, bucket, key)
-        up = self._upload(upload_id, bucket, key)
-        parts = [{"partNumber": n, "etag": e, "size": s} for n, (_, e, s) in sorted(up.parts.items())]
-        return {"uploadId": upload_id, "expireAt": int(up.expires), "partNumberMarker": 0, "parts": parts}
-
-    def complete(self, token: str, bucket: str, key: Optional[str], upload_id: str, body: dict) -> dict:
-        _, scope_key, _ = self.check_up_token(token, bucket, key)
-        up = self._upload(upload_id, bucket, key)
-        listed = body.get("parts") or []
-        numbers = [p.get("partNumber") for p in listed]
-        if not listed or numbers != sorted(set(numbers)):
-            raise KodoError(400, "parts must be given in ascending order without duplicates")
-        staged = self._staging()
-        with open(staged, "wb") as out:
-            for p in listed:
-                part = up.parts.get(p["partNumber"])
-                if part is None or part[1] != p.get("etag"):
-                    staged.unlink()
-                    raise KodoError(400, f"part {p['partNumber']}: no such part or etag mismatch")
-                with open(part[0], "rb") as f:
-                    shutil.copyfileobj(f, out, 1 << 20)
-        reply = self.store(bucket, key or "", staged, may_overwrite=scope_key is not None)
-        with self._lock:
-            self._uploads.pop(upload_id, None)
-        for path, _, _ in up.parts.values():
-            path.unlink(missing_ok=True)
-        return reply
-
-    def abort(self, token: str, bucket: str, key: Optional[str], upload_id: str) -> dict:
-        self.check_up_token(token, bucket, key)
-        up = self._upload(upload_id, bucket, key)
-        with self._lock:
-            self._uploads.pop(upload_id, None)
-        for path, _, _ in up.parts.values():
-            path.unlink(missing_ok=True)
-        return {}
-
     def manage(self, op: str, entry: str) -> dict:
         bucket, _, key = _unb64(entry).decode().partition(":")
         if bucket not in self.buckets:
@@ -427,218 +335,6 @@ class KodoServer:
 
 def _canonical(name: str) -> str:
     return "-".join(p[:1].upper() + p[1:].lower() for p in name.split("-"))
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request, client_address):
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request, client_address) -> None:
-        """A client that hangs up mid-reply (a download cut short on purpose) is no server error."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-    def close_connections(self) -> None:
-        """Close idle keep-alive connections so their handler threads end."""
-        with self._open_lock:
-            conns = list(self._open)
-        for s in conns:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-_V2 = re.compile(r"^/buckets/(?P<bucket>[^/]+)/objects/(?P<key>[^/]+)/uploads(?:/(?P<id>[^/]+)(?:/(?P<n>\d+))?)?$")
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    kodo: KodoServer
-
-    def log_message(self, fmt, *args) -> None:  # quiet: tests read `requests` instead
-        pass
-
-    def handle_one_request(self) -> None:
-        if time.monotonic() < self.kodo._down_until:
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-        super().handle_one_request()
-
-    def _body(self, limit: Optional[int] = None) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            out = bytearray()
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    break
-                out += self.rfile.read(size)
-                self.rfile.readline()
-            data = bytes(out)
-        else:
-            n = int(self.headers.get("Content-Length") or 0)
-            data = self.rfile.read(n if limit is None else min(n, limit))
-        with self.kodo._lock:
-            self.kodo.bytes_received += len(data)
-        return data
-
-    def _reply(self, status: int, body: Optional[dict]) -> None:
-        payload = json.dumps(body if body is not None else {}).encode()
-        # Recorded before the reply goes out: a client that has its answer finds its request listed.
-        with self.kodo._lock:
-            self.kodo.requests.append((self.command, self.path, status))
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("X-Reqid", secrets.token_hex(8))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def _dispatch(self) -> None:
-        path = self.path.split("?", 1)[0]
-        fault = self.kodo._fault_for(self.command, path)
-        if fault == "drop":
-            n = int(self.headers.get("Content-Length") or 0)
-            self._body(limit=n // 2)
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            with self.kodo._lock:
-                self.kodo.requests.append((self.command, self.path, -1))
-            return
-        try:
-            if isinstance(fault, int):
-                self._body()
-                raise KodoError(fault, "injected fault")
-            if self.command == "GET" and path.startswith("/~dl/"):
-                self._download(path, cut=fault == "cut")
-                return
-            self._reply(200, self._route(path))
-        except KodoError as exc:
-            self._reply(exc.status, {"error": exc.message})
-        except (KeyError, ValueError) as exc:
-            self._reply(400, {"error": f"bad request: {exc}"})
-
-    do_GET = do_POST = do_PUT = do_DELETE = _dispatch
-
-    def _download(self, path: str, *, cut: bool = False) -> None:
-        bucket, _, key = path[len("/~dl/"):].partition("/")
-        self.kodo.check_download(f"http://{self.headers.get('Host', '')}{self.path}")
-        obj_path = self.kodo.object_path(bucket, unquote(key))
-        if obj_path is None:
-            raise KodoError(404, "no such file or directory")
-        data = obj_path.read_bytes()
-        start = 0
-        ranged = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
-        if ranged:
-            start = int(ranged[1])
-            if start >= len(data):
-                raise KodoError(416, "requested range not satisfiable")
-        end = start + (len(data) - start) // 2 if cut else len(data)
-        with self.kodo._lock:
-            self.kodo.requests.append((self.command, self.path, 206 if ranged else 200))
-            self.kodo.bytes_sent += end - start
-        self.send_response(206 if ranged else 200)
-        self.send_header("Content-Length", str(len(data) - start))
-        if ranged:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        self.send_header("X-Reqid", secrets.token_hex(8))
-        self.end_headers()
-        self.wfile.write(data[start:end])
-        if cut:  # the reply promised in full, half of it sent, the connection closed
-            self.wfile.flush()
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-
-    def _up_token(self) -> str:
-        auth = self.headers.get("Authorization", "")
-        if not auth.startswith("UpToken "):
-            raise KodoError(401, "bad token")
-        return auth[len("UpToken "):]
-
-    def _route(self, path: str) -> dict:
-        kodo, method = self.kodo, self.command
-        if method == "POST" and path == "/":
-            return kodo.form_upload(*_multipart(self.headers.get("Content-Type", ""), self._body()))
-        if method == "POST" and path.startswith("/mkblk/"):
-            return kodo.mkblk(self._up_token(), int(path.split("/")[2]), self._body())
-        if method == "POST" and path.startswith("/mkfile/"):
-            segments = path.split("/")[2:]
-            fsize = int(segments[0])
-            key = None
-            for name, value in zip(segments[1::2], segments[2::2]):
-                if name == "key":
-                    key = _unb64(value).decode()
-            ctxs = [c for c in self._body().decode().split(",") if c]
-            return kodo.mkfile(self._up_token(), fsize, key, ctxs)
-        m = _V2.match(path)
-        if m:
-            bucket = unquote(m["bucket"])
-            key = None if m["key"] == "~" else _unb64(m["key"]).decode()
-            upload_id, n = m["id"], m["n"]
-            if method == "POST" and upload_id is None:
-                self._body()
-                return kodo.init_upload(self._up_token(), bucket, key)
-            if method == "PUT" and n is not None:
-                return kodo.put_part(self._up_token(), bucket, key, upload_id, int(n), self._body(),
-                                     self.headers.get("Content-MD5"))
-            if method == "GET" and upload_id and n is None:
-                return kodo.list_parts(self._up_token(), bucket, key, upload_id)
-            if method == "POST" and upload_id and n is None:
-                return kodo.complete(self._up_token(), bucket, key, upload_id, json.loads(self._body() or b"{}"))
-            if method == "DELETE" and upload_id and n is None:
-                return kodo.abort(self._up_token(), bucket, key, upload_id)
-        if method == "GET" and path == "/list":
-            kodo.check_mac(method, self.path, self.headers, b"")
-            query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
-            return kodo.list_objects(query)
-        for op in ("stat", "delete"):
-            if method == "POST" and path.startswith(f"/{op}/"):
-                body = self._body()
-                kodo.check_mac(method, self.path, self.headers, body)
-                return kodo.manage(op, path.split("/")[2])
-        raise KodoError(404, f"no such API: {method} {path}")
-
-
-def _multipart(content_type: str, body: bytes) -> tuple[dict[str, bytes], Optional[bytes]]:
-    m = re.search(r'boundary="?([^";]+)"?', content_type)
-    if not m:
-        raise KodoError(400, "not a multipart form")
-    fields: dict[str, bytes] = {}
-    file_data = None
-    for part in body.split(b"--" + m.group(1).encode())[1:]:
-        if part.startswith(b"--"):
-            break
-        head, _, content = part.partition(b"\r\n\r\n")
-        content = content[:-2] if content.endswith(b"\r\n") else content
-        name = re.search(rb'name="([^"]*)"', head)
-        if not name:
-            continue
-        if name.group(1) == b"file":
-            file_data = content
-        else:
-            fields[name.group(1).decode()] = content
-    return fields, file_data
 
 
 def main(argv: Optional[list[str]] = None) -> int:
