@@ -14,9 +14,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import NamedTuple, Optional, Union
 from urllib.parse import urlsplit
+
+from .http_servers import TrackingServer
 
 __all__ = ["FaultProxy", "HoldReply"]
 
@@ -127,38 +129,7 @@ class FaultProxy:
             self.requests.append((method, path, query, status))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request, client_address):
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request, client_address) -> None:
-        import sys
-
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # a killed client is expected here
-            super().handle_error(request, client_address)
-
-    def close_connections(self) -> None:
-        with self._open_lock:
-            conns = list(self._open)
-        for s in conns:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+_Server = TrackingServer
 
 
 class _Handler(BaseHTTPRequestHandler):

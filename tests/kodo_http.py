@@ -7,13 +7,12 @@ import json
 import re
 import secrets
 import socket
-import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Optional
 from urllib.parse import parse_qs, unquote
 
+from .http_servers import TrackingServer
 from .kodo_codec import KodoError, _unb64
 
 if TYPE_CHECKING:
@@ -22,41 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["_Handler", "_Server"]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request, client_address):
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request, client_address) -> None:
-        """A client that hangs up mid-reply (a download cut short on purpose) is no server error."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-    def close_connections(self) -> None:
-        """Close idle keep-alive connections so their handler threads end."""
-        with self._open_lock:
-            conns = list(self._open)
-        for s in conns:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
+_Server = TrackingServer
 _V2 = re.compile(r"^/buckets/(?P<bucket>[^/]+)/objects/(?P<key>[^/]+)/uploads(?:/(?P<id>[^/]+)(?:/(?P<n>\d+))?)?$")
 
 
