@@ -22,6 +22,7 @@ def format_summary(summary) -> str:
     lines = ["", "trainvisor summary", f"  exit code      {s.exit_code}"]
     lines.append(f"  lines parsed   {s.lines}" + (f" ({s.truncated_lines} cut at the line cap)" if s.truncated_lines else ""))
     lines.append(f"  metrics        {s.metrics}")
+    lines += _unparsed_lines(getattr(s, "unparsed_bytes", 0), getattr(s, "binary_bytes", 0))
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
     if getattr(s, "stop_rule", None) is not None:
         said = s.stop_rule.describe()
@@ -99,6 +100,16 @@ def _table_lines(rows) -> list[str]:
         lines.append((text + ("  (running values only)" if r.running else "")).rstrip())
     if len(rows) > TABLE_ROWS:
         lines.append(f"    ... and {len(rows) - TABLE_ROWS} more (RunSummary.table)")
+    return lines
+
+
+def _unparsed_lines(unparsed: int, binary: int) -> list[str]:
+    """Output that was passed through but not parsed, said (never a silent gap in the metrics)."""
+    lines = []
+    if unparsed:
+        lines.append(f"  NOT PARSED     {unparsed} bytes: parsing fell too far behind (they were passed through)")
+    if binary:
+        lines.append(f"  NOT PARSED     {binary} bytes that looked binary (passed through unchanged)")
     return lines
 
 

@@ -337,7 +337,8 @@ class _Parts:
             exit_code=EXIT_STOPPED if result.stop_reason is not None else result.exit_code,
             returncode=result.returncode, lines=stats.lines, events=stats.events,
             metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
-            unparsed_bytes=result.unparsed_bytes, killed_processes=result.killed_processes,
+            unparsed_bytes=result.unparsed_bytes, binary_bytes=stats.binary_bytes,
+            killed_processes=result.killed_processes,
             signalled_by=result.signalled_by,
             faults=tuple(FaultCount(c, n) for c, n in sorted({**self.pipeline.faults.counts, **(
                 self.callbacks.dispatcher.faults.counts if self.callbacks is not None else {})}.items())),

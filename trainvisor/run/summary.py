@@ -76,6 +76,9 @@ class RunSummary:
     metrics_path: Optional[str] = None
     truncated_lines: int = 0
     unparsed_bytes: int = 0
+    binary_bytes: int = 0
+    """Output that looked binary: passed through unchanged, not parsed (`unparsed_bytes`: passed
+    through unparsed because parsing had fallen too far behind)."""
     killed_processes: int = 0
     signalled_by: Optional[int] = None
     faults: tuple[FaultCount, ...] = ()

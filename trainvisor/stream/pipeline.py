@@ -34,6 +34,8 @@ class PipelineStats:
     lines: int = 0
     events: int = 0
     truncated_lines: int = 0
+    binary_bytes: int = 0
+    """Bytes that looked binary (stream/engine.py `looks_binary`): passed through, not parsed."""
 
 
 class Pipeline:
@@ -58,7 +60,7 @@ class Pipeline:
         self.sinks = list(sinks)
         self.hooks = [(h, "hook " + _component_name(h)) for h in hooks]
         self.faults = FaultCounter(log)
-        self._lines = self._events = self._truncated = 0
+        self._lines = self._events = self._truncated = self._binary = 0
         self.flush_interval = flush_interval
         self._clock = clock
         self._last_flush = clock()
@@ -71,7 +73,11 @@ class Pipeline:
 
     @property
     def stats(self) -> PipelineStats:
-        return PipelineStats(self._lines, self._events, self._truncated)
+        return PipelineStats(self._lines, self._events, self._truncated, self._binary)
+
+    def skip_binary(self, nbytes: int) -> None:
+        """`nbytes` of a stream that looked binary went by unparsed (the engine counts them here)."""
+        self._binary += nbytes
 
     def feed(self, block: LineBlock) -> None:
         self._lines += block.count
