@@ -23,6 +23,10 @@ def format_summary(summary) -> str:
     lines.append(f"  lines parsed   {s.lines}" + (f" ({s.truncated_lines} cut at the line cap)" if s.truncated_lines else ""))
     lines.append(f"  metrics        {s.metrics}")
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
+    restarts = getattr(s, "restarts", ())
+    if restarts:  # each crash and what the next attempt resumed from
+        lines.append(f"  restarts       {len(restarts)} ({s.attempts} attempts)")
+        lines += [f"    {r}" for r in restarts]
     if getattr(s, "stop_rule", None) is not None:
         said = s.stop_rule.describe()
         # A rule may hold on the last lines, parsed after the child had ended on its own.

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..sinks.stats import StatsSink
 from .logsetup import RunLogging
@@ -203,7 +203,7 @@ class _Parts:
             self.callbacks.put([TrainEnd(None, "the run failed before the training ended", False, time.time())])
         self.callbacks.close(self.run.config.callbacks.close_timeout)
 
-    def new_supervisor(self) -> "Supervisor":
+    def new_supervisor(self, command: "Optional[Sequence[str]]" = None) -> "Supervisor":
         from ..stream.source import Channel
         from ..supervisor import Supervisor
         from .live import DEFAULT_PARSE_BACKLOG
@@ -211,7 +211,7 @@ class _Parts:
         run, cfg = self.run, self.run.config
         factory = run._supervisor_factory or Supervisor
         return factory(
-            list(cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
+            list(command or cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
             cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
             subreaper=True, extra_env=self.env or None, on_supervisor_death=cfg.process.on_supervisor_death,
             pty=cfg.process.pty, stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
@@ -227,6 +227,14 @@ class _Parts:
             self._watching = True
         self._supervised = True
         return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
+
+    def settle_checkpoints(self, *, uploads: bool) -> None:
+        """The watcher's queue handled (a restart reads the sets it recorded); with `uploads`,
+        the sets submitted so far waited for, within upload.drain_timeout."""
+        if self.watcher is not None and self._watching:
+            self.watcher.sync(timeout=self.run.config.watch.settle + 5.0)
+        if uploads and self.manager is not None:
+            self.manager.drain(self.run.config.upload.drain_timeout)
 
     def tell_outcome(self, result: "ProcessResult") -> None:
         """How the training ended, to each sink that asks (`set_outcome(exit_code, stopped)`: the

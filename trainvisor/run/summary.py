@@ -96,6 +96,9 @@ class RunSummary:
     stop_rule: Optional[Firing] = None
     """The stop rule that fired (rule, metric, value, line), when one did; `stop_reason` is its
     `describe()` when its stop request was the run's first."""
+    restarts: tuple[str, ...] = ()
+    """One line per restart of a crashed training (`restart.policy`): the attempt, why, and the
+    checkpoint it resumed from."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

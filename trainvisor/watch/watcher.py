@@ -94,6 +94,7 @@ class CheckpointWatcher:
         self._started_ns = 0                    # wall clock at start: older files belong to earlier runs
         self._home = os.path.expanduser("~")
         self._unwatchable: set[str] = set()     # announced paths said once to be left unwatched
+        self._syncs: dict[int, tuple[Tick, threading.Event]] = {}  # sync(): ticks waited for, by id
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "CheckpointWatcher":
@@ -157,6 +158,19 @@ class CheckpointWatcher:
         self._q.put(tick)
         return tick
 
+    def sync(self, timeout: float) -> bool:
+        """Wait until every event queued before this call is handled (its sets handed over): a
+        restart reads what the crashed child completed. False when `timeout` passed first."""
+        if self._thread is None:
+            return True
+        tick, done = Tick(), threading.Event()
+        self._syncs[id(tick)] = (tick, done)
+        self._q.put(tick)
+        try:
+            return done.wait(timeout)
+        finally:
+            self._syncs.pop(id(tick), None)
+
     def watch_announced(self, path: str, *, directory: bool = False) -> None:
         """The log announced a checkpoint at `path` (a directory checkpoint with `directory`):
         watch where it is, from now on, if no root covers it (see `announced`). Pipeline thread."""
@@ -219,6 +233,9 @@ class CheckpointWatcher:
         self._report(event)
 
     def _report(self, event: WatchEvent) -> None:
+        waited = self._syncs.get(id(event))
+        if waited is not None and waited[0] is event:
+            waited[1].set()
         if self._on_handled is None:
             return
         try:
