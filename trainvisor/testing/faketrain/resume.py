@@ -1,13 +1,13 @@
 """A fake training's plan changed as a restart changes a real one: resumed from a saved solver
 state (what `caffe train -snapshot STATE` prints and skips), or cut where it crashes (right
-after its Nth save of a kind). Pure: plans in, plans out; the child plays them unchanged."""
+after the solver state of an iteration). Pure: plans in, plans out; the child plays them unchanged."""
 from __future__ import annotations
 
 import re
 
 from .plan import Plan
 
-__all__ = ["resume_plan", "cut_after_saves", "iteration_of_state"]
+__all__ = ["resume_plan", "cut_after_state", "iteration_of_state"]
 
 _STATE_ITER = re.compile(r"_iter_(\d+)\.solverstate(?:\.h5)?$")
 _GLOG_HEAD = re.compile(rb"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ ")
@@ -46,13 +46,11 @@ def resume_plan(plan: Plan, state: str) -> Plan:
     return _renumbered(plan, order)
 
 
-def cut_after_saves(plan: Plan, kind: str, count: int) -> Plan:
-    """The plan up to and including the line that announces its `count`th save of `kind` (the
-    file is still written: the crash comes after it); the whole plan if it has fewer."""
-    seen = 0
-    for number in range(1, len(plan.lines) + 1):
-        seen += sum(1 for s in plan.saves.get(number, ()) if s.kind == kind)
-        if seen >= count:
+def cut_after_state(plan: Plan, iteration: int) -> Plan:
+    """The plan up to and including the line that announces the solver state of `iteration`
+    (the file is still written: the crash comes after it); the whole plan if it has none."""
+    for number in sorted(plan.saves):
+        if any(s.kind == "solverstate" and iteration_of_state(s.path) == iteration for s in plan.saves[number]):
             return _renumbered(plan, list(range(1, number + 1)))
     return plan
 
