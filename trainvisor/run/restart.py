@@ -46,6 +46,10 @@ def run_restarting(run: "Run", *, sleep: Optional[Callable[[float], object]] = N
     cfg = run.config.restart
     if cfg.resume_arg:
         check_template(cfg.resume_arg)
+    if cfg.resume_from:  # a URL no store takes fails before the training starts, in one line
+        from ..uploaders.destinations import parse_destination
+
+        parse_destination(cfg.resume_from, setting="restart.resume_from")
     wait = sleep if sleep is not None else run.wait_for_stop
     restarts: list[str] = []
     command = _resume_command(run, cfg.resume_from) if cfg.resume_from else None
@@ -66,7 +70,7 @@ def run_restarting(run: "Run", *, sleep: Optional[Callable[[float], object]] = N
             log.info("a stop was asked for during the back-off: not restarted")
             break
         crashed = run.attempt
-        command = _resume_command(run, cfg.resume_from or run.config.upload.to)
+        command = _resume_command(run, run.own_store() or cfg.resume_from)
         resumed = " ".join(command[len(run.config.command):]) if command else ""
         restarts.append(f"attempt {crashed} {why}; restarted" + (f" with {resumed}" if resumed else " from the start"))
         result = run.run_attempt(command=command)

@@ -222,6 +222,10 @@ class Run:
         flight are waited for too (within upload.drain_timeout), so the store holds them."""
         self._started().settle_checkpoints(uploads=uploads)
 
+    def own_store(self) -> Optional[str]:
+        """Where this run's checkpoint sets are uploaded (upload.to down to the run's folder), or None."""
+        return self._started().own_store()
+
     def status(self) -> "RunStatus":
         """What the run is doing now, as one frozen snapshot; any thread may ask (a Prometheus
         scrape, a health check, a user's monitor). Cheap: nothing is counted for it between asks."""
