@@ -232,6 +232,10 @@ def test_resume_arg_fills_the_sets_files_and_rejects_unknown_fields():
         resume_args("--ckpt {latest.ckpt}", point)
     with pytest.raises(ConfigError, match=r"unknown field \{newest\}"):
         check_template("--resume {newest}")
+    with pytest.raises(ConfigError) as err:  # where it is written: the config names the key
+        RunConfig.from_dict({"restart": {"resume_arg": "--resume {newest}"}})
+    assert str(err.value) == ("restart.resume_arg: has an unknown field {newest} (use {latest}, {latest.EXT} or "
+                              "{latest_dir}) (got '--resume {newest}')")
 
 
 def test_a_local_file_that_differs_from_its_manifest_is_not_resumed_from(tmp_path):
@@ -252,3 +256,24 @@ def test_a_local_file_that_differs_from_its_manifest_is_not_resumed_from(tmp_pat
     assert local_difference(tmp_path, cp) == f"{snap} does not match its manifest's checksum {manifest.files[0].checksum}"
     snap.unlink()
     assert local_difference(tmp_path, cp) == f"{snap} is gone"
+
+
+def test_a_stop_asked_for_during_the_backoff_ends_the_run_without_a_restart(tmp_path):
+    work = tmp_path / "w"
+    run, delays = _restarting(_config(work), lambda r: r.request_stop("shutting down"))
+    s = run.summary
+    assert (s.attempts, s.restarts, s.exit_code, delays) == (1, (), 1, [5.0])
+    assert "a stop was asked for during the back-off: not restarted" in (work / "run" / "train.log").read_text()
+
+
+def test_what_counts_as_a_crash():
+    """The rule, per way a child ends: only a failure nobody asked for is restarted."""
+    from trainvisor.run.restart import crash_of
+    from trainvisor.supervisor.supervisor import ProcessResult
+
+    assert crash_of(ProcessResult(exit_code=1, returncode=1)) == "exit code 1"
+    assert crash_of(ProcessResult(exit_code=139, returncode=-11)) == "killed by signal 11"
+    assert crash_of(ProcessResult(exit_code=0, returncode=0)) is None
+    # A Ctrl-C or a platform's SIGTERM that trainvisor forwarded; a stop it asked for itself.
+    assert crash_of(ProcessResult(exit_code=130, returncode=-2, signalled_by=2)) is None
+    assert crash_of(ProcessResult(exit_code=1, returncode=1, stop_reason="loss is nan")) is None

@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Mapping, Optional
 from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
-from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
-                       share, stop_rules, upload_policy)
+from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection,
+                       resume_template, setting, share, stop_rules, upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -223,7 +223,7 @@ class RestartConfig(Section):
     backoff: float = setting(defaults.RESTART_BACKOFF, check=finite_non_negative,
                              help="Seconds before the first restart, doubled for each next one (at most 10 minutes).")
     resume_arg: Optional[str] = setting(
-        None, help="Arguments appended to the command to resume, {latest} the newest complete checkpoint's file, "
+        None, check=resume_template, help="Arguments appended to the command to resume, {latest} the newest complete checkpoint's file, "
                    "{latest.EXT} its file ending in .EXT, {latest_dir} its folder (e.g. '-snapshot "
                    "{latest.solverstate}'). Left out when there is no checkpoint yet.")
     resume_from: Optional[str] = setting(

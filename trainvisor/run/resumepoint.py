@@ -181,16 +181,13 @@ def _from_store(run_dir, store: str, credentials: Optional[str],
 
 
 def check_template(template: str) -> None:
-    """A resume_arg's fields are {latest}, {latest.EXT} and {latest_dir}; anything else is a
-    ConfigError now, not a KeyError at the first restart."""
-    try:
-        fields = [f for _text, f, _spec, _conv in string.Formatter().parse(template) if f is not None]
-    except ValueError as exc:
-        raise ConfigError(f"restart.resume_arg {template!r}: {exc}") from None
-    for f in fields:
-        if f != "latest_dir" and f.split(".", 1)[0] != "latest":
-            raise ConfigError(f"restart.resume_arg {template!r}: unknown field {{{f}}} "
-                              "(use {latest}, {latest.EXT} or {latest_dir})")
+    """A resume_arg's fields are {latest}, {latest.EXT} and {latest_dir}: a ConfigError now for
+    anything else (the config's own check, for a caller who built no RunConfig)."""
+    from ..config.settings import resume_template
+
+    problem = resume_template(template)
+    if problem:
+        raise ConfigError(f"restart.resume_arg {template!r} {problem}")
 
 
 def resume_args(template: str, point: ResumePoint) -> list[str]:
