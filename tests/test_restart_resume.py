@@ -277,3 +277,15 @@ def test_what_counts_as_a_crash():
     # A Ctrl-C or a platform's SIGTERM that trainvisor forwarded; a stop it asked for itself.
     assert crash_of(ProcessResult(exit_code=130, returncode=-2, signalled_by=2)) is None
     assert crash_of(ProcessResult(exit_code=1, returncode=1, stop_reason="loss is nan")) is None
+
+
+def test_a_store_with_no_complete_set_is_said_and_the_training_starts_from_the_beginning(s3, tmp_path):
+    work = tmp_path / "w"
+    run, _ = _restarting(_config(work, resume_from=f"{s3.url}/empty", max_restarts=0), lambda r: None)
+    assert (run.summary.exit_code, run.summary.attempts) == (1, 1)  # crashed at its fault, as a first run does
+    said = [line.split(" trainvisor: ", 1)[1] for line in (work / "run" / "train.log").read_text().splitlines()
+            if "resume" in line and " WARNING " in line]
+    assert said[0].startswith(f"no checkpoint to resume from in {s3.url}/empty: ")
+    assert said[1] == "no complete checkpoint to resume from: the training starts from the beginning"
+    records = _records(work / "run")
+    assert min(r["iteration"] for r in records if "name" in r) == 0

@@ -52,7 +52,7 @@ def run_restarting(run: "Run", *, sleep: Optional[Callable[[float], object]] = N
         parse_destination(cfg.resume_from, setting="restart.resume_from")
     wait = sleep if sleep is not None else run.wait_for_stop
     restarts: list[str] = []
-    command = _resume_command(run, cfg.resume_from) if cfg.resume_from else None
+    command = _resume_command(run, (cfg.resume_from,)) if cfg.resume_from else None
     result = run.run_attempt(command=command)
     while True:
         why = crash_of(result)
@@ -70,21 +70,22 @@ def run_restarting(run: "Run", *, sleep: Optional[Callable[[float], object]] = N
             log.info("a stop was asked for during the back-off: not restarted")
             break
         crashed = run.attempt
-        command = _resume_command(run, run.own_store() or cfg.resume_from)
+        # Its own uploads first (newer), then the store it was seeded from (nothing uploaded yet).
+        command = _resume_command(run, tuple(u for u in (run.own_store(), cfg.resume_from) if u))
         resumed = " ".join(command[len(run.config.command):]) if command else ""
         restarts.append(f"attempt {crashed} {why}; restarted" + (f" with {resumed}" if resumed else " from the start"))
         result = run.run_attempt(command=command)
     return run.finish(restarts=tuple(restarts))
 
 
-def _resume_command(run: "Run", store: Optional[str]) -> Optional[tuple[str, ...]]:
+def _resume_command(run: "Run", stores: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     """The command with the resume arguments for the newest complete checkpoint, or None (the
     command as configured: no template, or nothing to resume from). Every decision is logged."""
     cfg = run.config
     if not cfg.restart.resume_arg:
         return None
     run.settle_checkpoints(uploads=False)  # the sets the crashed child completed are recorded first
-    decision = find_resume_point(run.run_dir, store=store, credentials=cfg.upload.credentials,
+    decision = find_resume_point(run.run_dir, stores=stores, credentials=cfg.upload.credentials,
                                  before_store=lambda: run.settle_checkpoints(uploads=True))
     for line in decision.said:
         log.warning("%s", line)

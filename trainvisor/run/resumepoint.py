@@ -18,7 +18,7 @@ import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..checkpoints import Manifest
 from ..errors import ConfigError, TrainvisorError
@@ -122,12 +122,12 @@ def _checksum_matches(path: str, recorded: str) -> bool:
         return False
 
 
-def find_resume_point(run_dir: "str | os.PathLike[str]", *, store: Optional[str] = None,
+def find_resume_point(run_dir: "str | os.PathLike[str]", *, stores: Sequence[str] = (),
                       credentials: Optional[str] = None, download: Optional[Callable[..., object]] = None,
                       before_store: Optional[Callable[[], object]] = None) -> ResumeDecision:
-    """The newest complete set: local when whole, else the store's (downloaded into
-    RUN_DIR/resumed/NAME, verified), else the newest older local set that is whole.
-    `before_store` runs before the store is read (the run waits for its uploads in flight)."""
+    """The newest complete set: local when whole, else the first of `stores` that has one
+    (downloaded into RUN_DIR/resumed/NAME, verified), else the newest older local set that is
+    whole. `before_store` runs before a store is read (the run waits for its uploads in flight)."""
     sets = local_sets(run_dir)
     said: list[str] = []
     if sets:
@@ -135,9 +135,9 @@ def find_resume_point(run_dir: "str | os.PathLike[str]", *, store: Optional[str]
         if why is None:
             return ResumeDecision(_local(sets[0]), (f"resuming from {sets[0].name} (local copy verified)",))
         said.append(f"the local copy of {sets[0].name} cannot be used: {why}")
-    if store:
-        if before_store is not None:
-            before_store()
+    if stores and before_store is not None:
+        before_store()
+    for store in stores:
         point, line = _from_store(run_dir, store, credentials, download)
         said.append(line)
         if point is not None:
@@ -159,6 +159,7 @@ def _from_store(run_dir, store: str, credentials: Optional[str],
     """The store's newest complete set, downloaded and verified; a refusal in one line."""
     from ..secrets import mask_url
     from ..uploaders.destinations import parse_destination
+    from ..uploaders.sets import SetChoiceError
 
     if download is None:
         from ..calls.download import download
@@ -167,6 +168,8 @@ def _from_store(run_dir, store: str, credentials: Optional[str],
         dest = parse_destination(store, setting="restart.resume_from")
         staging = Path(run_dir) / RESUMED_DIR / "incoming"
         report = download(dest, staging, latest=True, credentials=credentials)
+    except SetChoiceError as exc:  # nothing complete there (yet): not a refusal
+        return None, f"no checkpoint to resume from in {shown}: {mask_url(str(exc))}"
     except (TrainvisorError, OSError) as exc:
         return None, f"the store's newest checkpoint was refused, not used ({shown}): {mask_url(str(exc))}"
     final = Path(run_dir) / RESUMED_DIR / report.set  # type: ignore[attr-defined]
