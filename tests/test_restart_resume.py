@@ -289,3 +289,14 @@ def test_a_store_with_no_complete_set_is_said_and_the_training_starts_from_the_b
     assert said[1] == "no complete checkpoint to resume from: the training starts from the beginning"
     records = _records(work / "run")
     assert min(r["iteration"] for r in records if "name" in r) == 0
+
+
+def test_the_runs_own_folder_in_its_destination():
+    """What a restart reads back: upload.to down to the folder the run's keys are in."""
+    from trainvisor.run.resumepoint import folder_url
+
+    assert folder_url("s3://ckpt/backups", "backups/r1/lenet_iter_300.solverstate") == "s3://ckpt/backups/r1"
+    assert folder_url("kodo://ckpt/b?region=z2", "b/r1/x.pth") == "kodo://ckpt/b/r1?region=z2"
+    assert folder_url("file:///srv/store", "r1/x.pth") == "file:///srv/store/r1"
+    assert folder_url("s3://ckpt/backups", "other/r1/x.pth") == "s3://ckpt/backups"  # a template elsewhere
+    assert folder_url("s3://ckpt/backups", "backups-old/r1/x.pth") == "s3://ckpt/backups"

@@ -228,32 +228,6 @@ class _Parts:
         self._supervised = True
         return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
 
-    def settle_checkpoints(self, *, uploads: bool) -> None:
-        """The watcher's queue handled (a restart reads the sets it recorded); with `uploads`,
-        the sets submitted so far waited for, within upload.drain_timeout."""
-        if self.watcher is not None and self._watching:
-            self.watcher.sync(timeout=self.run.config.watch.settle + 5.0)
-        if uploads and self.manager is not None:
-            self.manager.drain(self.run.config.upload.drain_timeout)
-
-    def own_store(self) -> Optional[str]:
-        """upload.to narrowed to this run's folder in it (where key_for puts its objects): a
-        restart resumes from its own sets, never from another run sharing the prefix."""
-        url = self.run.config.upload.to
-        if self.manager is None or not url:
-            return None
-        from urllib.parse import urlsplit, urlunsplit
-
-        from ..uploaders.destinations import key_prefix
-
-        folder = self.manager.key_for("x").rpartition("/")[0]
-        base = key_prefix(url)
-        if base and not folder.startswith(base):
-            return url  # a key template outside the prefix: the whole destination, as given
-        inner = folder[len(base):].strip("/")
-        parts = urlsplit(url)
-        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + inner)) if inner else url
-
     def tell_outcome(self, result: "ProcessResult") -> None:
         """How the training ended, to each sink that asks (`set_outcome(exit_code, stopped)`: the
         MLflow run's status), before the sinks are closed; a failing one is logged, never fatal.

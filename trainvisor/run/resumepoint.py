@@ -24,7 +24,7 @@ from ..checkpoints import Manifest
 from ..errors import ConfigError, TrainvisorError
 
 __all__ = ["ResumePoint", "LocalSet", "local_sets", "local_difference", "find_resume_point", "resume_args",
-           "check_template"]
+           "check_template", "folder_url"]
 
 log = logging.getLogger("trainvisor")
 
@@ -181,6 +181,21 @@ def _from_store(run_dir, store: str, credentials: Optional[str],
     files = tuple(str(final / os.path.relpath(f, staging)) for f in report.files)  # type: ignore[attr-defined]
     point = ResumePoint(report.set, report.iteration, report.epoch, files, source=shown)  # type: ignore[attr-defined]
     return point, f"resuming from {report.set} downloaded from {shown} (verified against its manifest)"
+
+
+def folder_url(url: str, key: str) -> str:
+    """`url` narrowed to the folder of `key` (one of the run's object keys): s3://b/backups and
+    backups/r1/x.pth give s3://b/backups/r1. A key outside the URL's prefix: `url` as given."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from ..uploaders.destinations import key_prefix
+
+    folder, base = key.rpartition("/")[0], key_prefix(url)
+    if base and not (folder == base or folder.startswith(base + "/")):
+        return url
+    inner = folder[len(base):].strip("/")
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + inner)) if inner else url
 
 
 def check_template(template: str) -> None:

@@ -220,11 +220,19 @@ class Run:
         """Between attempts: what the last child announced and wrote is handed over by the
         watcher (recorded in checkpoints.jsonl); with `uploads`, the upload manager's sets in
         flight are waited for too (within upload.drain_timeout), so the store holds them."""
-        self._started().settle_checkpoints(uploads=uploads)
+        parts = self._started()
+        if parts.watcher is not None and parts.watcher.is_running:
+            parts.watcher.sync(timeout=self.config.watch.settle + 5.0)
+        if uploads and parts.manager is not None:
+            parts.manager.drain(self.config.upload.drain_timeout)
 
     def own_store(self) -> Optional[str]:
-        """Where this run's checkpoint sets are uploaded (upload.to down to the run's folder), or None."""
-        return self._started().own_store()
+        """Where this run's checkpoint sets are uploaded (upload.to down to the run's folder, where
+        its keys go), or None: a restart resumes from its own sets, never another run's."""
+        from .resumepoint import folder_url
+
+        manager, url = self._started().manager, self.config.upload.to
+        return folder_url(url, manager.key_for("x")) if manager is not None and url else None
 
     def status(self) -> "RunStatus":
         """What the run is doing now, as one frozen snapshot; any thread may ask (a Prometheus

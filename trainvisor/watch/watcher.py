@@ -154,6 +154,10 @@ class CheckpointWatcher:
         self._q.put(tick)
         return tick
 
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None
+
     def _await_quiet(self) -> None:
         """Let the observer deliver what the last writes caused: until it has been quiet for a
         moment (inotify delivers in well under 1 ms), one second at most."""
