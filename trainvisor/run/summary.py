@@ -89,6 +89,9 @@ class RunSummary:
     stop_reason: Optional[str] = None
     attempts: int = 1
     """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
+    restarts: tuple[str, ...] = ()
+    """One line per restart of a crashed training (`restart.policy`): the attempt, why, and the
+    checkpoint it resumed from."""
     sinks: tuple[SinkCounts, ...] = ()
     table: tuple[MetricRow, ...] = ()
     """Per metric and phase (and Caffe test net): its last value and its best, each with its step
@@ -96,9 +99,6 @@ class RunSummary:
     stop_rule: Optional[Firing] = None
     """The stop rule that fired (rule, metric, value, line), when one did; `stop_reason` is its
     `describe()` when its stop request was the run's first."""
-    restarts: tuple[str, ...] = ()
-    """One line per restart of a crashed training (`restart.policy`): the attempt, why, and the
-    checkpoint it resumed from."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:
