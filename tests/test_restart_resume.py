@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,14 @@ def test_the_runs_own_folder_in_its_destination():
     assert folder_url("file:///srv/store", "r1/x.pth") == "file:///srv/store/r1"
     assert folder_url("s3://ckpt/backups", "other/r1/x.pth") == "s3://ckpt/backups"  # a template elsewhere
     assert folder_url("s3://ckpt/backups", "backups-old/r1/x.pth") == "s3://ckpt/backups"
+
+
+def test_under_a_shell_a_checkpoint_path_with_a_space_stays_one_word(tmp_path):
+    work = tmp_path / "with space"
+    config = _config(work, max_restarts=1)
+    line = " ".join(shlex.quote(w) for w in _fake())
+    config = replace(config, command=(line,), process=replace(config.process, shell=True))
+    run, _ = _restarting(config, lambda r: None)
+    state = work / "snaps" / STATE_300
+    assert (run.summary.exit_code, run.summary.attempts) == (0, 2)  # the fake found its -snapshot file
+    assert run.summary.restarts == (f"attempt 1 exit code 1; restarted with -snapshot {shlex.quote(str(state))}",)

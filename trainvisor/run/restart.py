@@ -92,7 +92,12 @@ def _resume_command(run: "Run", stores: tuple[str, ...]) -> Optional[tuple[str, 
     if decision.point is None:
         return None
     try:
-        return tuple(cfg.command) + tuple(resume_args(cfg.restart.resume_arg, decision.point))
+        words = resume_args(cfg.restart.resume_arg, decision.point)
     except ConfigError as exc:
         log.error("%s: restarted without it", exc)
         return None
+    if cfg.process.shell:  # the shell reads one line: a path with a space stays one word
+        import shlex
+
+        words = [shlex.quote(w) for w in words]
+    return tuple(cfg.command) + tuple(words)
