@@ -192,6 +192,9 @@ def test_a_store_url_with_a_password_is_refused_before_the_training_starts(tmp_p
         Run(config, stdout_fd=None, stderr_fd=None).run()
     assert str(err.value).startswith("S3 URL takes no user or password") and "secret" not in str(err.value)
     assert "\n" not in str(err.value) and (tmp_path / "run" / "metrics.jsonl").read_text() == ""  # nothing ran
+    no_template = replace(config, restart=replace(config.restart, resume_from="s3://ckpt/backups", resume_arg=None))
+    with pytest.raises(ConfigError, match=r"^restart.resume_from needs restart.resume_arg \(--resume-arg TEMPLATE\)"):
+        Run(no_template, stdout_fd=None, stderr_fd=None).run()
 
 
 def test_the_cli_restarts_from_the_local_copy_and_never_restarts_a_stopped_training(tmp_path):

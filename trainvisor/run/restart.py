@@ -49,6 +49,10 @@ def run_restarting(run: "Run", *, sleep: Optional[Callable[[float], object]] = N
     if cfg.resume_from:  # a URL no store takes fails before the training starts, in one line
         from ..uploaders.destinations import parse_destination
 
+        if not cfg.resume_arg:
+            raise ConfigError("restart.resume_from needs restart.resume_arg (--resume-arg TEMPLATE): how the "
+                              "command is told the checkpoint, e.g. '-snapshot {latest.solverstate}'")
+
         parse_destination(cfg.resume_from, setting="restart.resume_from")
     wait = sleep if sleep is not None else run.wait_for_stop
     restarts: list[str] = []
