@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = [
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
     "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT",
-    "CALLBACK_QUEUE", "CALLBACK_CLOSE_TIMEOUT",
+    "CALLBACK_QUEUE", "CALLBACK_CLOSE_TIMEOUT", "MAX_RESTARTS", "RESTART_BACKOFF",
 ]
 
 PARSER = "auto"                 # parsing.parser: `auto` chooses the format from the first lines
@@ -31,3 +31,5 @@ SINK_CLOSE_TIMEOUT = 5.0        # sinks.close_timeout: seconds the threaded sink
 SETTINGS_FILE_LIMIT = 1 << 20   # bytes a config or rules file may have: a larger one is an error, not minutes of YAML
 CALLBACK_QUEUE = 10000          # callbacks.queue: batch_end events the callbacks may fall behind by
 CALLBACK_CLOSE_TIMEOUT = 5.0    # callbacks.close_timeout: seconds the callbacks get at the end
+MAX_RESTARTS = 3                # restart.max_restarts: a crashed training started again at most this often
+RESTART_BACKOFF = 10.0          # restart.backoff: seconds before the first restart, doubled after each

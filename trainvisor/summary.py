@@ -24,6 +24,10 @@ def format_summary(summary) -> str:
     lines.append(f"  metrics        {s.metrics}")
     lines += _unparsed_lines(getattr(s, "unparsed_bytes", 0), getattr(s, "binary_bytes", 0))
     lines.append(f"  checkpoints    {s.checkpoints_complete} complete")
+    restarts = getattr(s, "restarts", ())
+    if restarts:  # each crash and what the next attempt resumed from
+        lines.append(f"  restarts       {len(restarts)} ({s.attempts} attempts)")
+        lines += [f"    {r}" for r in restarts]
     if getattr(s, "stop_rule", None) is not None:
         said = s.stop_rule.describe()
         # A rule may hold on the last lines, parsed after the child had ended on its own.

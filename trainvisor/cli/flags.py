@@ -75,6 +75,11 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
     Flag("--stop-when", ("stop", "when"), metavar="RULE"),
     Flag("--callback", ("callbacks", "use"), metavar="MODULE:CLASS"),
+    Flag("--restart", ("restart", "policy"), metavar="never|on-failure"),
+    Flag("--max-restarts", ("restart", "max_restarts"), metavar="N"),
+    Flag("--restart-backoff", ("restart", "backoff"), metavar="SECONDS"),
+    Flag("--resume-arg", ("restart", "resume_arg"), metavar="TEMPLATE"),
+    Flag("--resume-from", ("restart", "resume_from"), metavar="URL"),
 )
 
 _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}

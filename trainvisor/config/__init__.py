@@ -9,6 +9,7 @@ from .schema import (  # noqa: F401  (the public names; __all__ is the schema's)
     RunConfig,
     RunDirConfig,
     CallbacksConfig,
+    RestartConfig,
     SinksConfig,
     StopConfig,
     UploadConfig,

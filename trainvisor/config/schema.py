@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Mapping, Optional
 from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
-from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
-                       share, stop_rules, upload_policy)
+from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection,
+                       resume_template, setting, share, stop_rules, upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -33,6 +33,7 @@ __all__ = [
     "RunDirConfig",
     "StopConfig",
     "CallbacksConfig",
+    "RestartConfig",
     "DEFAULT_RUNS_ROOT",
     "DEFAULT_MAX_LINE_BYTES",
 ]
@@ -207,6 +208,30 @@ class CallbacksConfig(Section):
 
 
 @dataclass(frozen=True)
+class RestartConfig(Section):
+    """A training that crashed started again into the same run (never one stopped by a rule, a
+    caller or a signal), after a back-off, resumed from the newest complete checkpoint: the local
+    copy when it still matches its manifest, else the one in the store, verified first."""
+
+    section_key: ClassVar[str] = "restart"
+
+    policy: str = setting("never", check=one_of("never", "on-failure"),
+                          help="on-failure: start the training again when it exits non-zero or dies of a signal "
+                               "nobody sent it.")
+    max_restarts: int = setting(defaults.MAX_RESTARTS, check=at_least(0, 1000),
+                                help="Restarts at most; the run ends with the last attempt's exit code after them.")
+    backoff: float = setting(defaults.RESTART_BACKOFF, check=finite_non_negative,
+                             help="Seconds before the first restart, doubled for each next one (at most 10 minutes).")
+    resume_arg: Optional[str] = setting(
+        None, check=resume_template, help="Arguments appended to the command to resume, {latest} the newest complete checkpoint's file, "
+                   "{latest.EXT} its file ending in .EXT, {latest_dir} its folder (e.g. '-snapshot "
+                   "{latest.solverstate}'). Left out when there is no checkpoint yet.")
+    resume_from: Optional[str] = setting(
+        None, help="A store (file://, s3://, kodo://, down to one run's folder) whose newest complete checkpoint set "
+                   "the first attempt resumes from (a fresh machine), downloaded and verified into the run directory.")
+
+
+@dataclass(frozen=True)
 class RunConfig(Section):
     """One run. `RunConfig()` has today's CLI defaults; `RunConfig.from_file(path)` reads YAML or
     TOML; `RunConfig.from_dict(d)` takes the same shape as a dict. Values are checked where the
@@ -222,6 +247,7 @@ class RunConfig(Section):
     run: RunDirConfig = field(default_factory=RunDirConfig)
     stop: StopConfig = field(default_factory=StopConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
+    restart: RestartConfig = field(default_factory=RestartConfig)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: Optional[str] = None) -> "RunConfig":

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["setting", "upload_policy", "rank_selection", "Check", "positive", "non_negative", "finite_non_negative",
-           "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value"]
+           "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value", "resume_template"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
@@ -122,4 +122,21 @@ def stop_rules(value: Any) -> Optional[str]:
         problem = rule_problem(rule, setting="rule")
         if problem:
             return problem
+    return None
+
+
+def resume_template(value: Any) -> Optional[str]:
+    """`restart.resume_arg`: its fields are {latest}, {latest.EXT} and {latest_dir}; anything else
+    is an error where it is written, not at the first restart."""
+    if value is None:
+        return None
+    import string
+
+    try:
+        names = [f for _text, f, _spec, _conv in string.Formatter().parse(value) if f is not None]
+    except ValueError as exc:
+        return f"is not a template: {exc}"
+    for name in names:
+        if name != "latest_dir" and name.split(".", 1)[0] != "latest":
+            return f"has an unknown field {{{name}}} (use {{latest}}, {{latest.EXT}} or {{latest_dir}})"
     return None

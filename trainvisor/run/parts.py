@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..sinks.stats import StatsSink
 from .logsetup import RunLogging
@@ -203,7 +203,7 @@ class _Parts:
             self.callbacks.put([TrainEnd(None, "the run failed before the training ended", False, time.time())])
         self.callbacks.close(self.run.config.callbacks.close_timeout)
 
-    def new_supervisor(self) -> "Supervisor":
+    def new_supervisor(self, command: "Optional[Sequence[str]]" = None) -> "Supervisor":
         from ..stream.source import Channel
         from ..supervisor import Supervisor
         from .live import DEFAULT_PARSE_BACKLOG
@@ -211,7 +211,7 @@ class _Parts:
         run, cfg = self.run, self.run.config
         factory = run._supervisor_factory or Supervisor
         return factory(
-            list(cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
+            list(command or cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
             cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
             subreaper=True, extra_env=self.env or None, on_supervisor_death=cfg.process.on_supervisor_death,
             pty=cfg.process.pty, stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,

@@ -87,6 +87,7 @@ class Run:
         self._control = threading.Lock()
         self._supervisor: Optional["Supervisor"] = None
         self._stop: Optional["StopRequest"] = None
+        self._stop_asked = threading.Event()  # a restart's back-off waits on it
         self._attempts = 0
         self._last: Optional["ProcessResult"] = None
 
@@ -131,13 +132,18 @@ class Run:
         if self._stack is None:
             with self:
                 return self.run()
+        if self.config.restart.policy != "never" or self.config.restart.resume_from:
+            from .restart import run_restarting
+
+            return run_restarting(self)  # attempts under the restart policy, then finish()
         self.run_attempt()
         return self.finish()
 
-    def run_attempt(self) -> "ProcessResult":
+    def run_attempt(self, *, command: Optional[Sequence[str]] = None) -> "ProcessResult":
         """Start the command once more in this run and wait for it: the first call is the run's
         first child; each later one is a restart into the same run (the next attempt number on
-        every record, in run.json too; a fresh parser; the same sinks, watcher and uploads)."""
+        every record, in run.json too; a fresh parser; the same sinks, watcher and uploads).
+        `command`: this attempt's argv instead of the configured one (a resume's arguments added)."""
         parts = self._started()
         if self._attempts:
             self.attempt = self._rundir.next_attempt().attempt  # type: ignore[union-attr]
@@ -146,9 +152,9 @@ class Run:
             parts.begin_timeline()
         self._attempts += 1
         log.info("run %s attempt %d: %s (parser %s, metrics %s)", self.run_id, self.attempt,
-                 " ".join(self.config.command), getattr(parts.parser, "name", type(parts.parser).__name__),
+                 " ".join(command or self.config.command), getattr(parts.parser, "name", type(parts.parser).__name__),
                  self.metrics_path)
-        sup = parts.new_supervisor()
+        sup = parts.new_supervisor(command)
         with self._control:
             self._supervisor = sup
             stop = self._stop
@@ -164,8 +170,9 @@ class Run:
                  result.exit_code, stats.lines, stats.events)
         return result
 
-    def finish(self) -> RunSummary:
-        """After the last attempt: close the sinks, stop the watcher, drain the uploads, summarise."""
+    def finish(self, *, restarts: Sequence[str] = ()) -> RunSummary:
+        """After the last attempt: close the sinks, stop the watcher, drain the uploads, summarise.
+        `restarts`: one line per restart the policy made (run/restart.py), kept in the summary."""
         parts = self._started()
         if self._last is None:
             raise RuntimeError("Run.finish() before any attempt (call run() or run_attempt())")
@@ -173,6 +180,10 @@ class Run:
         parts.finish()
         parts.end_timeline(self._last)
         self.summary = parts.summarise(self._last, attempts=self._attempts)
+        if restarts:
+            from dataclasses import replace
+
+            self.summary = replace(self.summary, restarts=tuple(restarts))
         _keep_summary(self.summary, self.run_dir)
         return self.summary
 
@@ -192,10 +203,38 @@ class Run:
                 return False
             self._stop = StopRequest(reason, sig, grace)
             sup = self._supervisor
+        self._stop_asked.set()
         log.info("run %s: stop requested (%s)", self.run_id, reason)
         if sup is not None:
             sup.stop(reason, sig=sig, grace=grace)
         return True
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a stop was asked for (then no restart follows)."""
+        return self._stop_asked.is_set()
+
+    def wait_for_stop(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, woken by a stop request (True then): a restart's back-off."""
+        return self._stop_asked.wait(seconds)
+
+    def settle_checkpoints(self, *, uploads: bool) -> None:
+        """Between attempts: what the last child announced and wrote is handed over by the
+        watcher (recorded in checkpoints.jsonl); with `uploads`, the upload manager's sets in
+        flight are waited for too (within upload.drain_timeout), so the store holds them."""
+        parts = self._started()
+        if parts.watcher is not None and parts.watcher.is_running:
+            parts.watcher.sync(timeout=self.config.watch.settle + 5.0)
+        if uploads and parts.manager is not None:
+            parts.manager.drain(self.config.upload.drain_timeout)
+
+    def own_store(self) -> Optional[str]:
+        """Where this run's checkpoint sets are uploaded (upload.to down to the run's folder, where
+        its keys go), or None: a restart resumes from its own sets, never another run's."""
+        from .resumepoint import folder_url
+
+        manager, url = self._started().manager, self.config.upload.to
+        return folder_url(url, manager.key_for("x")) if manager is not None and url else None
 
     def status(self) -> "RunStatus":
         """What the run is doing now, as one frozen snapshot; any thread may ask (a Prometheus

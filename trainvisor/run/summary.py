@@ -92,6 +92,9 @@ class RunSummary:
     stop_reason: Optional[str] = None
     attempts: int = 1
     """Child starts in this Run (a restart into the same run counts; its records say `attempt`)."""
+    restarts: tuple[str, ...] = ()
+    """One line per restart of a crashed training (`restart.policy`): the attempt, why, and the
+    checkpoint it resumed from."""
     sinks: tuple[SinkCounts, ...] = ()
     table: tuple[MetricRow, ...] = ()
     """Per metric and phase (and Caffe test net): its last value and its best, each with its step

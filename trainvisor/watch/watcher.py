@@ -94,6 +94,7 @@ class CheckpointWatcher:
         self._started_ns = 0                    # wall clock at start: older files belong to earlier runs
         self._home = os.path.expanduser("~")
         self._unwatchable: set[str] = set()     # announced paths said once to be left unwatched
+        self._syncs: dict[int, tuple[Tick, threading.Event]] = {}  # sync(): ticks waited for, by id
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "CheckpointWatcher":
@@ -120,11 +121,7 @@ class CheckpointWatcher:
         if self._thread is None:
             return
         if drain:
-            # Let the observer deliver what the last writes caused before it stops:
-            # until it has been quiet for a moment (inotify delivers in well under 1 ms).
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline and time.monotonic() - self._handler.last_event < 0.1:
-                time.sleep(0.02)
+            self._await_quiet()
         with self._watches_lock:
             self._watches = None  # from now on no watch is added; roots added late are swept by _finish
         if self._observer is not None:
@@ -156,6 +153,39 @@ class CheckpointWatcher:
         tick = Tick()
         self._q.put(tick)
         return tick
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None
+
+    def _await_quiet(self) -> None:
+        """Let the observer deliver what the last writes caused: until it has been quiet for a
+        moment (inotify delivers in well under 1 ms), one second at most."""
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and time.monotonic() - self._handler.last_event < 0.1:
+            time.sleep(0.02)
+
+    def sync(self, timeout: float) -> bool:
+        """Wait until every event queued before this call is handled and no file is still
+        settling (the sets complete then are handed over): a restart reads what the crashed
+        child completed. False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while self._thread is not None:
+            self._await_quiet()  # the files' last close events delivered first, as stop() does
+            tick, done = Tick(), threading.Event()
+            self._syncs[id(tick)] = (tick, done)
+            self._q.put(tick)
+            try:
+                if not done.wait(max(0.0, deadline - time.monotonic())):
+                    return False
+            finally:
+                self._syncs.pop(id(tick), None)
+            if not self.tracker.settling:  # no file still waiting for its close or its quiet
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(self.poll_interval)
+        return True
 
     def watch_announced(self, path: str, *, directory: bool = False) -> None:
         """The log announced a checkpoint at `path` (a directory checkpoint with `directory`):
@@ -219,6 +249,9 @@ class CheckpointWatcher:
         self._report(event)
 
     def _report(self, event: WatchEvent) -> None:
+        waited = self._syncs.get(id(event))
+        if waited is not None and waited[0] is event:
+            waited[1].set()
         if self._on_handled is None:
             return
         try:
