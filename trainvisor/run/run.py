@@ -94,6 +94,11 @@ class Run:
         if self._stack is not None:
             return self
         stack = contextlib.ExitStack()
+        # Before any thread of the run starts, so every one has the fault signals blocked.
+        from ..supervisor import syncsignals
+
+        if syncsignals.acquire() is not None:
+            stack.callback(syncsignals.release)
         try:
             # The lock first and released last: a second run on this directory touches nothing.
             rundir = self._rundir = RunDirectory.open(self.run_dir, run_id=self.config.run.id,
