@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Optional
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["_Parts"]
 
 log = logging.getLogger("trainvisor")
+
+# After a shutdown's child exits: watched folders quiet this long = the exit checkpoint is written.
+EXIT_QUIET = 0.5
 
 
 class _Parts:
@@ -129,9 +133,11 @@ class _Parts:
         factory = run._supervisor_factory or Supervisor
         return factory(
             list(cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
-            cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
+            cwd=cfg.process.cwd, log_file=cfg.process.output_log,
+            kill_timeout=run.shutdown.child_kill_timeout(cfg.process.kill_timeout),
             subreaper=True, extra_env=self.env or None, on_supervisor_death=cfg.process.on_supervisor_death,
             pty=cfg.process.pty, stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
+            term_signal=signal.Signals[cfg.process.term_signal], on_shutdown=run.shutdown.begin,
         )
 
     def supervise(self, sup: "Supervisor") -> "ProcessResult":
@@ -148,15 +154,31 @@ class _Parts:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the
         uploads drained within `upload.drain_timeout` of the training's end."""
         assert self.pipeline is not None
+        from .shutdown import CHECKPOINT_SHARE, SINKS_SHARE
+
         ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
+        shutdown = self.run.shutdown
         try:
+            if shutdown.begun and self.watcher is not None and self._watching:
+                self._wait_exit_checkpoint(min(self.run.config.process.exit_checkpoint_wait,
+                                               shutdown.left(CHECKPOINT_SHARE)))
             self.pipeline.finish()
+            if shutdown.begun and shutdown.left(SINKS_SHARE) <= 0 and not shutdown.skipped:
+                shutdown.abandon(f"parsing and the sinks ended {-shutdown.deadline(SINKS_SHARE) + time.monotonic():.1f}s "
+                                 "past their share of the grace (the uploads have less time)")
         finally:
             if self.watcher is not None and self._watching:
                 self.watcher.stop(drain=True)
             if self.manager is not None:
                 timeout = self.run.config.upload.drain_timeout - (time.monotonic() - ended)
                 self.uploads = self._drain(max(0.0, timeout))
+
+    def _wait_exit_checkpoint(self, limit: float) -> None:
+        """A checkpoint the child wrote on its way out: until the watched folders have been quiet
+        for a moment (their files' last events arrived), at most `limit` seconds."""
+        assert self.watcher is not None
+        if not self.watcher.wait_quiet(quiet=EXIT_QUIET, timeout=limit):
+            self.run.shutdown.abandon(f"waiting for an exit checkpoint: files still changing after {limit:.1f}s")
 
     def _drain(self, timeout: float) -> UploadTotals:
         """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
@@ -168,14 +190,21 @@ class _Parts:
         show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
         if pending:
             log.info("waiting up to %.1fs for %d upload(s)", timeout, len(pending))
+        shutdown = self.run.shutdown
         try:
             report = drain_showing_progress(
                 self.manager, timeout, sys.stderr if show else None,
-                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ")
+                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ",
+                until=shutdown.deadline)
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()
-        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s")
+        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
+                    else f"the {shutdown.grace:g}s grace")
+        if shutdown.begun and report.pending:
+            shutdown.abandon(f"{len(report.sets.pending)} checkpoint set(s) not uploaded within the grace "
+                             f"({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "
+                             f"{len(report.pending)} file(s) pending); they resume on the next start")
         return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
 
     def status_counts(self) -> dict:
