@@ -76,6 +76,9 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
+    Flag("--health-port", ("health", "port"), metavar="PORT"),
+    Flag("--health-host", ("health", "host"), metavar="ADDRESS"),
+    Flag("--health-max-metric-age", ("health", "max_metric_age"), metavar="SECONDS"),
 )
 
 _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}

@@ -10,6 +10,7 @@ from .schema import (  # noqa: F401  (the public names; __all__ is the schema's)
     RunDirConfig,
     SinksConfig,
     UploadConfig,
+    HealthConfig,
     WatchConfig,
     __all__,
 )

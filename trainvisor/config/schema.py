@@ -29,6 +29,7 @@ __all__ = [
     "SinksConfig",
     "WatchConfig",
     "UploadConfig",
+    "HealthConfig",
     "LoggingConfig",
     "RunDirConfig",
     "DEFAULT_RUNS_ROOT",
@@ -157,6 +158,20 @@ class UploadConfig(Section):
 
 
 @dataclass(frozen=True)
+class HealthConfig(Section):
+    """`GET /healthz` for a container's probes (run/health.py): off unless a port is given."""
+
+    section_key: ClassVar[str] = "health"
+
+    port: Optional[int] = setting(None, check=at_least(0, 65535),
+                                  help="Serve /healthz on this port (0: any free one, logged); off when not given.")
+    host: str = setting("127.0.0.1", help="The address /healthz listens on (0.0.0.0 for a kubelet's httpGet probe).")
+    max_metric_age: Optional[float] = setting(None, check=positive,
+                                              help="Answer 503 when no metric came for this many seconds (before "
+                                                   "the first: since the start); not checked when not given.")
+
+
+@dataclass(frozen=True)
 class LoggingConfig(Section):
     """trainvisor's own messages and the end-of-run summary."""
 
@@ -189,6 +204,7 @@ class RunConfig(Section):
     sinks: SinksConfig = field(default_factory=SinksConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     upload: UploadConfig = field(default_factory=UploadConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     run: RunDirConfig = field(default_factory=RunDirConfig)
 

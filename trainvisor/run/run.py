@@ -116,6 +116,12 @@ class Run:
                      json.dumps(to_dict(self.config, mask_secrets=True)))
             save_config(self.config, self.run_dir)
             self._parts = _Parts.build(self, logging_, stack)
+            if self.config.health.port is not None:
+                from .health import HealthServer
+
+                h = self.config.health
+                stack.callback(HealthServer(self.status, host=h.host, port=h.port,
+                                            max_metric_age=h.max_metric_age).start().close)
         except BaseException:
             stack.close()
             raise
