@@ -59,8 +59,8 @@ class SignalRelay:
             if target is not None:
                 target(info.si_signo)
                 continue
-            # No child to give it to: what would have happened without the relay (the default action).
-            signal.signal(info.si_signo, signal.SIG_DFL)
+            # No child to give it to: what would have happened without the relay (its disposition,
+            # the default unless someone set one: only the main thread may change it).
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {info.si_signo})
             signal.pthread_kill(threading.get_ident(), info.si_signo)
 
