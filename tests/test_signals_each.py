@@ -1,7 +1,7 @@
 """Every signal as an init forwards it (dumb-init's rule, tested here with the project's own
 stand-in, tests/signal_child.py): each catchable signal sent to `trainvisor run` reaches the
-child, except the two documented as trainvisor's own (SIGCHLD, SIGPIPE); job control stops the
-child's group and then trainvisor, and SIGCONT continues both."""
+child, except SIGCHLD, documented as trainvisor's own (and a SIGPIPE trainvisor's own write
+raises); job control stops the child's group and then trainvisor, and SIGCONT continues both."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from trainvisor.supervisor.signals import FORWARDED_SIGNALS, JOB_CONTROL_SIGNALS, OWN_SIGNALS
-from trainvisor.supervisor.syncsignals import SYNCHRONOUS_SIGNALS
+from trainvisor.supervisor.syncsignals import RELAYED_SIGNALS
 
 CHILD = str(Path(__file__).with_name("signal_child.py"))
 TRAINVISOR = [sys.executable, "-m", "trainvisor", "run", "-q", "--no-summary"]
@@ -46,17 +46,15 @@ def _state(pid: int) -> str:
 
 
 def test_every_catchable_signal_is_forwarded_or_documented_as_trainvisors():
-    documented = set(FORWARDED_SIGNALS) | SYNCHRONOUS_SIGNALS | OWN_SIGNALS | JOB_CONTROL_SIGNALS
+    documented = set(FORWARDED_SIGNALS) | RELAYED_SIGNALS | OWN_SIGNALS | JOB_CONTROL_SIGNALS
     assert documented | {signal.SIGKILL, signal.SIGSTOP} == set(range(1, 32))
-    assert OWN_SIGNALS == {signal.SIGCHLD, signal.SIGPIPE}
+    assert OWN_SIGNALS == {signal.SIGCHLD}
 
 
 def test_each_signal_sent_to_trainvisor_reaches_the_child_in_turn(tmp_path):
     tv, child = _start(tmp_path)
     try:
         for sig in EVERY:
-            if sig == signal.SIGPIPE:
-                continue  # trainvisor's own: it is about its own stdout (signals.py)
             tv.send_signal(sig)
             assert tv.stdout.readline() == f"{sig}\n".encode(), signal.Signals(sig).name
         assert tv.poll() is None  # none of them ended trainvisor (SIGTERM and SIGINT came once each)
@@ -67,15 +65,36 @@ def test_each_signal_sent_to_trainvisor_reaches_the_child_in_turn(tmp_path):
         _end(tv, child)
 
 
-def test_sigpipe_from_outside_is_not_forwarded_and_does_not_end_trainvisor(tmp_path):
-    tv, child = _start(tmp_path)
+WRITER = """
+import sys
+print("loss=1.0", flush=True)
+sys.stdin.readline()  # until the test has closed trainvisor's stdout
+for i in range(2, 2001):
+    print(f"loss={1.0 / i:.6f}", flush=True)
+"""
+
+
+def test_a_closed_stdout_raises_sigpipe_in_trainvisor_only_the_training_goes_on_and_is_parsed(tmp_path):
+    """The SIGPIPE trainvisor's own write raises is not the training's: it is not forwarded."""
+    (tmp_path / "writer.py").write_text(WRITER)
+    tv = subprocess.Popen(TRAINVISOR + ["--run-dir", "r", "--parser", "generic", "--", sys.executable, "writer.py"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     try:
-        tv.send_signal(signal.SIGPIPE)
-        tv.send_signal(signal.SIGUSR1)  # a probe: the next line the child prints is its
-        assert tv.stdout.readline() == f"{signal.SIGUSR1}\n".encode()
-        assert tv.poll() is None
+        assert tv.stdout.readline() == b"loss=1.0\n"
+        tv.stdout.close()  # the next write trainvisor makes raises SIGPIPE (EPIPE)
+        tv.stdin.write(b"go\n")
+        tv.stdin.close()
+        assert tv.wait(timeout=60) == 0  # the child's status: not killed by a forwarded SIGPIPE
+        assert tv.stderr.read() == b""  # -q: said in the run log only
     finally:
-        _end(tv, child)
+        if tv.poll() is None:
+            tv.kill()
+            tv.wait()
+        tv.stderr.close()
+    log = (tmp_path / "r" / "train.log").read_text()
+    assert log.count("cannot pass stdout through") == 1 and "still parsing it" in log
+    records = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+    assert len(records) == 2000  # every line parsed after the pass-through stopped
 
 
 @pytest.mark.parametrize("sig", sorted(JOB_CONTROL_SIGNALS), ids=lambda s: signal.Signals(s).name)

@@ -2,7 +2,7 @@
 
 The rule is an init's (dumb-init's): every signal a platform or a user may send goes to the
 child's process group, so trainvisor can stand between a container runtime and the training
-without changing what the training sees. The few below marked "own" are trainvisor's.
+without changing what the training sees. Only SIGCHLD is trainvisor's own.
 
 =========  ==========================================================================
 Signal     What trainvisor does
@@ -26,13 +26,13 @@ SIGFPE,
 SIGILL,
 SIGTRAP,
 SIGSYS
+SIGPIPE    Forwarded when sent from outside (syncsignals.py); one that trainvisor's
+           own write to a closed stdout raises stays with that write: the pass-through
+           stops with a warning while the child's output is still read and parsed.
 others     Forwarded: SIGALRM, SIGABRT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO,
            SIGPWR, SIGSTKFLT, SIGURG.
 SIGCHLD    Own: while reaping (subreaper or PID 1) wakes the wait loop, which reaps
            every exited orphan at once and checks on the child.
-SIGPIPE    Own: trainvisor writes the training's output, so a SIGPIPE it gets is
-           about its own stdout; Python ignores it and the pass-through stops with a
-           warning while the child's output is still read and parsed.
 SIGKILL    Cannot be caught: the child gets its parent-death signal
            (`on_supervisor_death`, SIGTERM by default).
 SIGSTOP    Cannot be caught; the child, in its own session, is not stopped.
@@ -57,7 +57,7 @@ import threading
 from types import FrameType
 from typing import Callable, Optional
 
-from .syncsignals import SYNCHRONOUS_SIGNALS, current, unblock_in_child
+from .syncsignals import RELAYED_SIGNALS, current, unblock_in_child
 
 __all__ = [
     "FORWARDED_SIGNALS",
@@ -74,11 +74,11 @@ __all__ = [
 # Job control: forwarded, the child's group stopped, then trainvisor itself.
 JOB_CONTROL_SIGNALS = frozenset({signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU})
 # trainvisor's own (see the table), and the two that cannot be caught.
-OWN_SIGNALS = frozenset({signal.SIGCHLD, signal.SIGPIPE})
+OWN_SIGNALS = frozenset({signal.SIGCHLD})
 _UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
 FORWARDED_SIGNALS = tuple(
     s for s in signal.Signals
-    if s < 32 and s not in OWN_SIGNALS | _UNCATCHABLE | JOB_CONTROL_SIGNALS | SYNCHRONOUS_SIGNALS
+    if s < 32 and s not in OWN_SIGNALS | _UNCATCHABLE | JOB_CONTROL_SIGNALS | RELAYED_SIGNALS
 )
 # Signals after which trainvisor itself is shutting down: the kill timeout starts.
 SHUTDOWN_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
@@ -164,7 +164,7 @@ class SignalHandlers:
                 self._set(sig, forwarding)
             self._relay = current()
             if self._relay is not None:
-                self._relay.target = forward
+                self._relay.target = forward  # the fault signals and SIGPIPE sent from outside
         if suspend is not None:
             def stopping(signum: int, frame: Optional[FrameType]) -> None:
                 suspend(signum)

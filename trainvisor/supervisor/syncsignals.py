@@ -1,4 +1,5 @@
-"""The fault signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) relayed without a handler.
+"""The fault signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and SIGPIPE relayed
+without a handler.
 
 A platform or a user may send these from outside, and an init forwards them to the training
 like any other signal. But the kernel also raises them in the thread that faulted, and a
@@ -9,6 +10,11 @@ inherits the mask) and taken with `sigtimedwait` on a thread of their own. A rea
 blocked thread still kills trainvisor with its default action (the kernel unblocks a fault
 it raises), and one sent from outside is waited for, then forwarded to the child's process
 group while a child is supervised, else re-raised with its default action, as before.
+
+SIGPIPE the same way, for the opposite reason: trainvisor writes the training's output, and a
+write to a closed stdout raises SIGPIPE in the writing thread. With the set blocked, that one
+stays pending on the thread that wrote (the write fails with EPIPE, as under Python's SIG_IGN),
+while one sent from outside is process-wide, taken here and forwarded like any other signal.
 """
 from __future__ import annotations
 
@@ -16,10 +22,11 @@ import signal
 import threading
 from typing import Callable, Optional
 
-__all__ = ["SYNCHRONOUS_SIGNALS", "SignalRelay", "acquire", "release", "current", "unblock_in_child"]
+__all__ = ["SYNCHRONOUS_SIGNALS", "RELAYED_SIGNALS", "SignalRelay", "acquire", "release", "current", "unblock_in_child"]
 
 SYNCHRONOUS_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
                                  signal.SIGTRAP, signal.SIGSYS})
+RELAYED_SIGNALS = SYNCHRONOUS_SIGNALS | {signal.SIGPIPE}
 # How often the waiting thread looks up from its wait (it is woken to stop: this is a fallback).
 _WAIT = 1.0
 
@@ -34,8 +41,8 @@ class SignalRelay:
         self._thread = threading.Thread(target=self._loop, name="trainvisor-signals", daemon=True)
 
     def start(self) -> "SignalRelay":
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, SYNCHRONOUS_SIGNALS)
-        self._unblock = SYNCHRONOUS_SIGNALS - set(before)  # what to give back at the end
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, RELAYED_SIGNALS)
+        self._unblock = RELAYED_SIGNALS - set(before)  # what to give back at the end
         self._thread.start()  # after the block: its own mask has them blocked, as sigtimedwait needs
         return self
 
@@ -52,7 +59,7 @@ class SignalRelay:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
-            info = signal.sigtimedwait(SYNCHRONOUS_SIGNALS, _WAIT)
+            info = signal.sigtimedwait(RELAYED_SIGNALS, _WAIT)
             if info is None or self._stopping.is_set():
                 continue
             target = self.target
@@ -60,7 +67,7 @@ class SignalRelay:
                 target(info.si_signo)
                 continue
             # No child to give it to: what would have happened without the relay (its disposition,
-            # the default unless someone set one: only the main thread may change it).
+            # the default unless someone set one, SIG_IGN for SIGPIPE: only the main thread may change it).
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {info.si_signo})
             signal.pthread_kill(threading.get_ident(), info.si_signo)
 
@@ -104,4 +111,4 @@ def current() -> Optional[SignalRelay]:
 def unblock_in_child() -> None:
     """Between fork and exec: the child starts with an empty mask for these (a mask is inherited
     through exec, and a training with SIGSEGV blocked would hang on its first fault)."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, SYNCHRONOUS_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYED_SIGNALS)
