@@ -15,6 +15,7 @@ from trainvisor.status import health_of
 from trainvisor.status import RunStatus
 
 from .conftest import FAKE_CAFFE, FIXTURES
+from .test_process_tree import wait_for  # the run log's writer is a thread of its own: its lines are waited for
 
 LOG = FIXTURES / "logs" / "lenet-newyear.log"
 
@@ -28,9 +29,12 @@ def _get(port: int, path: str = "/healthz") -> tuple[int, dict]:
             return err.code, json.loads(err.read())
 
 
-def _port(run_dir) -> int:
-    text = (run_dir / "train.log").read_text()
-    return int(text.split("health: serving http://127.0.0.1:", 1)[1].split("/", 1)[0])
+def _port(run_dir, server: str = "health") -> int:
+    """The port a server logged (port 0: a free one); the run log is written by its own thread."""
+    said = {"health": "health: serving http://127.0.0.1:", "prometheus": "prometheus sink: serving http://127.0.0.1:"}
+    text = wait_for(lambda: said[server] in (run_dir / "train.log").read_text() and (run_dir / "train.log").read_text(),
+                    30, f"the run log to name the {server} port")
+    return int(text.split(said[server], 1)[1].split("/", 1)[0])
 
 
 def test_healthz_before_while_and_after_the_child(tmp_path):
@@ -84,8 +88,7 @@ def test_with_the_prometheus_sink_healthz_is_served_on_its_port_beside_metrics(t
 
     def hook(record) -> None:
         if record.number == 30 and "running" not in seen:
-            text = (tmp_path / "run" / "train.log").read_text()
-            port = int(text.split("prometheus sink: serving http://127.0.0.1:", 1)[1].split("/", 1)[0])
+            port = _port(tmp_path / "run", "prometheus")
             seen["running"], seen["port"] = _get(port), port
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
                 seen["metrics"] = reply.read().decode()
@@ -102,4 +105,4 @@ def test_with_the_prometheus_sink_healthz_is_served_on_its_port_beside_metrics(t
     assert (code, body["child"], body["ok"]) == (200, "running", True)
     assert "trainvisor_lines_total" in seen["metrics"]
     assert after[0] == 503 and after[1]["reason"] == "the child has exited (exit code 0)"
-    assert f"health: serving http://127.0.0.1:{seen['port']}/healthz" in (tmp_path / "run" / "train.log").read_text()
+    assert _port(tmp_path / "run") == seen["port"]  # the health line names the sink's port

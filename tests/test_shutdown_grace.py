@@ -80,7 +80,6 @@ def test_sigterm_to_pid_1_uploads_the_exit_checkpoint_and_exits_143_within_the_g
     try:
         _wait_ready(proc)
         (tv,) = psutil.Process(proc.pid).children()  # trainvisor: PID 1 in the new namespace
-        assert (tmp_path / "r" / "train.log").read_text().split(" ")[2] == "1"  # its log says pid 1
         started = time.monotonic()
         subprocess.run(["nsenter", "--target", str(tv.pid), "--pid", "--", "kill", "-TERM", "1"], check=True)
         assert proc.wait(timeout=GRACE + MARGIN) == 143
@@ -88,6 +87,7 @@ def test_sigterm_to_pid_1_uploads_the_exit_checkpoint_and_exits_143_within_the_g
     finally:
         _stop(proc)
     run_dir = tmp_path / "r"
+    assert (run_dir / "train.log").read_text().split(" ")[2] == "1"  # its log's pid: PID 1 of the namespace
     assert _shutdown_seconds(run_dir) <= GRACE
     (uploaded,) = store.glob("*/model_final.pt")
     assert uploaded.read_bytes() == (tmp_path / "ckpt" / "model_final.pt").read_bytes()
