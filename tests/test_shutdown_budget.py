@@ -97,3 +97,18 @@ def test_term_signal_sigint_makes_caffe_snapshot_and_the_snapshot_is_uploaded(tm
     log = (tmp_path / "r" / "train.log").read_text()
     assert "SIGINT sent to the child" in log and "shutdown after SIGTERM: in order" in log
     assert code == 0 or code == 128 + signal.SIGINT, code
+
+
+def test_a_shutdown_caps_the_threaded_sinks_close_timeout_before_or_after_it_started():
+    from trainvisor.sinks.threaded import CloseDeadline
+
+    clock = Clock()
+    d = CloseDeadline(5.0, clock=clock)
+    d.cap(8.0)  # later than its own bound: no change
+    d.cap(2.0)
+    assert d.remaining() == 2.0 and d.timeout == 2.0
+    clock.now += 1.5
+    d.cap(0.25)  # counting already: the end comes sooner, never later
+    assert d.remaining() == 0.25
+    d.cap(-3.0)
+    assert d.remaining() == 0.0

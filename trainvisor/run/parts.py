@@ -154,24 +154,35 @@ class _Parts:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the
         uploads drained within `upload.drain_timeout` of the training's end."""
         assert self.pipeline is not None
-        from .shutdown import CHECKPOINT_SHARE, SINKS_SHARE
-
         ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
         shutdown = self.run.shutdown
         try:
-            if shutdown.begun and self.watcher is not None and self._watching:
-                self._wait_exit_checkpoint(min(self.run.config.process.exit_checkpoint_wait,
-                                               shutdown.left(CHECKPOINT_SHARE)))
+            if shutdown.begun:
+                self._within_shares(shutdown)
             self.pipeline.finish()
-            if shutdown.begun and shutdown.left(SINKS_SHARE) <= 0 and not shutdown.skipped:
-                shutdown.abandon(f"parsing and the sinks ended {-shutdown.deadline(SINKS_SHARE) + time.monotonic():.1f}s "
-                                 "past their share of the grace (the uploads have less time)")
+            for c in (s.counts() for s in self.counted) if shutdown.begun else ():
+                if c.abandoned:
+                    shutdown.abandon(f"sink {c.name}: still writing at the end of its share of the grace "
+                                     f"({c.dropped} record(s) dropped)")
         finally:
             if self.watcher is not None and self._watching:
                 self.watcher.stop(drain=True)
             if self.manager is not None:
                 timeout = self.run.config.upload.drain_timeout - (time.monotonic() - ended)
                 self.uploads = self._drain(max(0.0, timeout))
+
+    def _within_shares(self, shutdown) -> None:
+        """A shutdown's steps before the sinks close: the exit checkpoint's wait, by its share;
+        the threaded sinks' close_timeout capped by theirs."""
+        from .shutdown import CHECKPOINT_SHARE, SINKS_SHARE
+
+        if self.watcher is not None and self._watching:
+            self._wait_exit_checkpoint(min(self.run.config.process.exit_checkpoint_wait,
+                                           shutdown.left(CHECKPOINT_SHARE)))
+        for sink in self.counted:
+            deadline = getattr(sink, "deadline", None)
+            if deadline is not None:
+                deadline.cap(shutdown.left(SINKS_SHARE))
 
     def _wait_exit_checkpoint(self, limit: float) -> None:
         """A checkpoint the child wrote on its way out: until the watched folders have been quiet
