@@ -9,8 +9,9 @@ modules may use it without an import circle or a cost at start-up.
 from __future__ import annotations
 
 __all__ = [
+    "GRACE", "EXIT_CHECKPOINT_WAIT",
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
-    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "GRACE", "EXIT_CHECKPOINT_WAIT", "SINK_QUEUE", "SINK_CLOSE_TIMEOUT",
+    "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CLOSE_TIMEOUT",
 ]
 
 PARSER = "auto"                 # parsing.parser: `auto` chooses the format from the first lines

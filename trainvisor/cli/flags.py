@@ -61,6 +61,9 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--grace", ("process", "grace"), metavar="SECONDS"),
     Flag("--term-signal", ("process", "term_signal"), metavar="SIGTERM|SIGINT|..."),
     Flag("--exit-checkpoint-wait", ("process", "exit_checkpoint_wait"), metavar="SECONDS"),
+    Flag("--health-port", ("health", "port"), metavar="PORT"),
+    Flag("--health-host", ("health", "host"), metavar="ADDRESS"),
+    Flag("--health-max-metric-age", ("health", "max_metric_age"), metavar="SECONDS"),
     Flag("--summary", ("logging", "summary"), switch="--no-summary"),
     Flag("--quiet", ("logging", "quiet"), short="-q"),
     Flag("--watch", ("watch", "dirs"), metavar="DIR"),
@@ -76,9 +79,6 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
-    Flag("--health-port", ("health", "port"), metavar="PORT"),
-    Flag("--health-host", ("health", "host"), metavar="ADDRESS"),
-    Flag("--health-max-metric-age", ("health", "max_metric_age"), metavar="SECONDS"),
 )
 
 _TYPES = {float: click.FLOAT, int: click.INT, str: click.STRING}

@@ -58,6 +58,9 @@ class ProcessConfig(Section):
     stop_grace: float = setting(defaults.STOP_GRACE, check=finite_non_negative,
                                 help="When trainvisor stops the training (Run.request_stop, a stop rule): seconds "
                                      "between SIGINT (Caffe snapshots, Python raises KeyboardInterrupt) and SIGTERM.")
+    output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here.")
+    on_supervisor_death: str = setting("term", check=one_of("term", "keep"),
+                                       help="If trainvisor is killed: 'term' sends the child SIGTERM, 'keep' leaves it.")
     grace: float = setting(defaults.GRACE, check=finite_non_negative,
                            help="From the first SIGTERM (or SIGINT, SIGHUP) trainvisor gets: seconds for the whole "
                                 "shutdown (the child's exit, its exit checkpoint, the sinks, the uploads) before it "
@@ -69,9 +72,6 @@ class ProcessConfig(Section):
     exit_checkpoint_wait: float = setting(defaults.EXIT_CHECKPOINT_WAIT, check=finite_non_negative,
                                           help="In a shutdown, after the child exits: seconds to wait for the files "
                                                "of a checkpoint written on the way out to stop changing.")
-    output_log: Optional[str] = setting(None, help="Also write the child's output, both streams as received, here.")
-    on_supervisor_death: str = setting("term", check=one_of("term", "keep"),
-                                       help="If trainvisor is killed: 'term' sends the child SIGTERM, 'keep' leaves it.")
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,21 @@ class _Parts:
 
     def finish(self) -> None:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the
-        uploads drained within `upload.drain_timeout` of the training's end."""
+        uploads drained within `upload.drain_timeout` of the training's end; after a shutdown
+        signal, each within its share of the grace (run/shutdown.py), a SIGTERM or Ctrl-C meanwhile
+        heard (FinishSignals) instead of ending trainvisor mid-upload."""
+        from .shutdown import FinishSignals
+
+        shutdown, last = self.run.shutdown, self.run._last
+        if shutdown.begun and last is not None and last.returncode == -signal.SIGKILL:
+            shutdown.abandon(f"the child's wait: it was killed (SIGKILL) "
+                             f"{'on a second signal' if shutdown.skipped else 'at the end of its share of the grace'}")
+        with FinishSignals(shutdown):
+            self._finish()
+        if shutdown.begun:
+            log.info("%s", shutdown.describe())
+
+    def _finish(self) -> None:
         assert self.pipeline is not None
         ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
         shutdown = self.run.shutdown
@@ -269,6 +283,7 @@ class _Parts:
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
             stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
+            abandoned=self.run.shutdown.abandoned,
         )
 
 

@@ -23,7 +23,6 @@ import os
 import signal
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
@@ -174,18 +173,8 @@ class Run:
         parts = self._started()
         if self._last is None:
             raise RuntimeError("Run.finish() before any attempt (call run() or run_attempt())")
-        from .shutdown import FinishSignals
-
-        shutdown = self.shutdown
-        if shutdown.begun and self._last.returncode == -signal.SIGKILL:
-            shutdown.abandon(f"the child's wait: it was killed (SIGKILL) "
-                             f"{'on a second signal' if shutdown.skipped else 'at the end of its share of the grace'}")
-        with FinishSignals(shutdown):
-            parts.finish()
-            self.summary = replace(parts.summarise(self._last, attempts=self._attempts),
-                                   abandoned=shutdown.abandoned)
-        if shutdown.begun:
-            log.info("%s", shutdown.describe())
+        parts.finish()
+        self.summary = parts.summarise(self._last, attempts=self._attempts)
         return self.summary
 
     def request_stop(self, reason: str, *, sig: int = signal.SIGINT, grace: Optional[float] = None) -> bool:
