@@ -273,6 +273,7 @@ class _Parts:
         return RunSummary(
             run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
             command=self.run.config.command,
+            abandoned=self.run.shutdown.abandoned,  # a shutdown's steps given up (run/shutdown.py)
             exit_code=EXIT_STOPPED if result.stop_reason is not None else result.exit_code,
             returncode=result.returncode, lines=stats.lines, events=stats.events,
             metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
@@ -283,7 +284,6 @@ class _Parts:
             uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
             stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
-            abandoned=self.run.shutdown.abandoned,
         )
 
 
