@@ -106,3 +106,21 @@ def test_with_the_prometheus_sink_healthz_is_served_on_its_port_beside_metrics(t
     assert "trainvisor_lines_total" in seen["metrics"]
     assert after[0] == 503 and after[1]["reason"] == "the child has exited (exit code 0)"
     assert _port(tmp_path / "run") == seen["port"]  # the health line names the sink's port
+
+
+def test_a_health_port_in_use_is_one_line_and_the_child_never_starts(tmp_path):
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "trainvisor", "run", "--run-dir", "r", "--health-port", str(port),
+                               "--", sys.executable, "-c", "open('started', 'w')"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "LANG": "C.UTF-8"})
+    assert done.returncode == 2
+    assert done.stderr == f"trainvisor: health: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert not (tmp_path / "started").exists()
