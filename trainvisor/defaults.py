@@ -9,6 +9,7 @@ modules may use it without an import circle or a cost at start-up.
 from __future__ import annotations
 
 __all__ = [
+    "GRACE", "EXIT_CHECKPOINT_WAIT",
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
     "UPLOAD_CONCURRENCY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT",
     "CALLBACK_QUEUE", "CALLBACK_CLOSE_TIMEOUT", "MAX_RESTARTS", "RESTART_BACKOFF",
@@ -19,6 +20,8 @@ RANKS = "0"                     # parsing.ranks: with rank prefixes, rank 0's me
 MAX_LINE_BYTES = 1 << 20        # parsing.max_line_bytes: longer lines are cut for parsing, passed whole
 KILL_TIMEOUT = 30.0             # process.kill_timeout: seconds from SIGTERM to SIGKILL at shutdown
 STOP_GRACE = 30.0               # process.stop_grace: seconds from a requested stop's SIGINT to SIGTERM
+GRACE = 110.0                   # process.grace: seconds from the first SIGTERM to trainvisor's exit (a 120 s platform grace)
+EXIT_CHECKPOINT_WAIT = 5.0      # process.exit_checkpoint_wait: seconds for a checkpoint written on the way out
 SETTLE = 2.0                    # watch.settle: seconds a polled file must stay unchanged
 PARTIAL_AFTER = 120.0           # seconds before a set still missing a file is handed over as it is
 UPLOAD_POLICY = "all"           # watch.policy: every complete checkpoint is uploaded

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["RunStatus", "CHILD_STATES", "CHILD_NOT_STARTED", "CHILD_RUNNING", "CHILD_STOPPING", "CHILD_EXITED"]
+__all__ = ["RunStatus", "health_of", "CHILD_STATES", "CHILD_NOT_STARTED", "CHILD_RUNNING", "CHILD_STOPPING", "CHILD_EXITED"]
 
 CHILD_NOT_STARTED = "not-started"
 CHILD_RUNNING = "running"
@@ -45,3 +45,27 @@ class RunStatus:
     uploads_failed: int = 0
     upload_bytes: int = 0
     seconds_since_metric: Optional[float] = None
+
+
+def health_of(status: RunStatus, *, max_metric_age: Optional[float], since_start: float) -> tuple[int, dict]:
+    """The HTTP status and the body for one snapshot (pure: the tests' cases are RunStatus values).
+    `since_start`: seconds since the server started, the age to judge before the first metric."""
+    backlog = max(0, status.checkpoints_complete - status.uploads_verified - status.uploads_failed)
+    age = status.seconds_since_metric
+    body = {"child": status.child, "attempt": status.attempt, "pid": status.pid,
+            "seconds_since_metric": None if age is None else round(age, 3),
+            "upload_backlog": backlog, "uploads_failed": status.uploads_failed}
+    reason = None
+    if status.child == CHILD_EXITED:
+        reason = f"the child has exited (exit code {status.exit_code})"
+    elif status.child == CHILD_NOT_STARTED:
+        reason = "the child has not started"
+    elif max_metric_age is not None:
+        waited = since_start if age is None else age
+        if waited > max_metric_age:
+            reason = (f"no metric for {waited:.0f}s (health.max_metric_age {max_metric_age:g}s)" if age is not None
+                      else f"no metric yet after {waited:.0f}s (health.max_metric_age {max_metric_age:g}s)")
+    body["ok"] = reason is None
+    if reason is not None:
+        body["reason"] = reason
+    return (200 if reason is None else 503), body

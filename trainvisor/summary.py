@@ -48,6 +48,7 @@ def format_summary(summary) -> str:
         lines.append(f"  FAILED         {f.component}: {f.count} time(s) (see the run log)")
     lines += _notice_lines(s.notices)
     lines += [f"  WARNING        {w}" for w in s.warnings]
+    lines += [f"  ABANDONED      {a}" for a in getattr(s, "abandoned", ())]
     if s.metrics_path:
         lines.append(f"  metrics file   {s.metrics_path}")
     lines.append(f"  run directory  {s.run_dir}")

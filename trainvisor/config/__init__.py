@@ -13,6 +13,7 @@ from .schema import (  # noqa: F401  (the public names; __all__ is the schema's)
     SinksConfig,
     StopConfig,
     UploadConfig,
+    HealthConfig,
     WatchConfig,
     __all__,
 )

@@ -29,6 +29,7 @@ __all__ = [
     "SinksConfig",
     "WatchConfig",
     "UploadConfig",
+    "HealthConfig",
     "LoggingConfig",
     "RunDirConfig",
     "StopConfig",
@@ -64,6 +65,17 @@ class ProcessConfig(Section):
                                                          "appended to (a restart or a resumed run adds to it, never truncates).")
     on_supervisor_death: str = setting("term", check=one_of("term", "keep"),
                                        help="If trainvisor is killed: 'term' sends the child SIGTERM, 'keep' leaves it.")
+    grace: float = setting(defaults.GRACE, check=finite_non_negative,
+                           help="From the first SIGTERM (or SIGINT, SIGHUP) trainvisor gets: seconds for the whole "
+                                "shutdown (the child's exit, its exit checkpoint, the sinks, the uploads) before it "
+                                "exits with the child's status; what did not fit is listed. Below the platform's "
+                                "grace (terminationGracePeriodSeconds).")
+    term_signal: str = setting("SIGTERM", check=one_of("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"),
+                               help="What a SIGTERM trainvisor gets is forwarded to the training as (SIGINT for Caffe, "
+                                    "which snapshots on it).")
+    exit_checkpoint_wait: float = setting(defaults.EXIT_CHECKPOINT_WAIT, check=finite_non_negative,
+                                          help="In a shutdown, after the child exits: seconds to wait for the files "
+                                               "of a checkpoint written on the way out to stop changing.")
 
 
 @dataclass(frozen=True)
@@ -151,6 +163,20 @@ class UploadConfig(Section):
     credentials: Optional[str] = setting(
         None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
                    "destination; its keys win over the environment. Only the path is kept in the config.")
+
+
+@dataclass(frozen=True)
+class HealthConfig(Section):
+    """`GET /healthz` for a container's probes (run/health.py): off unless a port is given."""
+
+    section_key: ClassVar[str] = "health"
+
+    port: Optional[int] = setting(None, check=at_least(0, 65535),
+                                  help="Serve /healthz on this port (0: any free one, logged); off when not given.")
+    host: str = setting("127.0.0.1", help="The address /healthz listens on (0.0.0.0 for a kubelet's httpGet probe).")
+    max_metric_age: Optional[float] = setting(None, check=positive,
+                                              help="Answer 503 when no metric came for this many seconds (before "
+                                                   "the first: since the start); not checked when not given.")
 
 
 @dataclass(frozen=True)
@@ -243,6 +269,7 @@ class RunConfig(Section):
     sinks: SinksConfig = field(default_factory=SinksConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     upload: UploadConfig = field(default_factory=UploadConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     run: RunDirConfig = field(default_factory=RunDirConfig)
     stop: StopConfig = field(default_factory=StopConfig)

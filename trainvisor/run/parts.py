@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["_Parts"]
 
 log = logging.getLogger("trainvisor")
+
+# After a shutdown's child exits: watched folders quiet this long = the exit checkpoint is written.
+EXIT_QUIET = 0.5
 
 
 class _Parts:
@@ -212,9 +216,11 @@ class _Parts:
         factory = run._supervisor_factory or Supervisor
         return factory(
             list(command or cfg.command), channel=Channel(DEFAULT_PARSE_BACKLOG), shell=cfg.process.shell,
-            cwd=cfg.process.cwd, log_file=cfg.process.output_log, kill_timeout=cfg.process.kill_timeout,
+            cwd=cfg.process.cwd, log_file=cfg.process.output_log,
+            kill_timeout=run.shutdown.child_kill_timeout(cfg.process.kill_timeout),
             subreaper=True, extra_env=self.env or None, on_supervisor_death=cfg.process.on_supervisor_death,
             pty=cfg.process.pty, stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
+            term_signal=signal.Signals[cfg.process.term_signal], on_shutdown=run.shutdown.begin,
         )
 
     def supervise(self, sup: "Supervisor") -> "ProcessResult":
@@ -260,17 +266,58 @@ class _Parts:
 
     def finish(self) -> None:
         """The sinks closed (the parser's last records written), the watcher's last sweep, the
-        uploads drained within `upload.drain_timeout` of the training's end."""
+        uploads drained within `upload.drain_timeout` of the training's end; after a shutdown
+        signal, each within its share of the grace (run/shutdown.py), a SIGTERM or Ctrl-C meanwhile
+        heard (FinishSignals) instead of ending trainvisor mid-upload."""
+        from .shutdown import FinishSignals
+
+        shutdown, last = self.run.shutdown, self.run._last
+        if shutdown.begun and last is not None and last.returncode == -signal.SIGKILL:
+            shutdown.abandon(f"the child's wait: it was killed (SIGKILL) "
+                             f"{'on a second signal' if shutdown.skipped else 'at the end of its share of the grace'}")
+        with FinishSignals(shutdown):
+            self._finish()
+        if shutdown.begun:
+            log.info("%s", shutdown.describe())
+
+    def _finish(self) -> None:
         assert self.pipeline is not None
         ended = time.monotonic()  # upload.drain_timeout counts from here, the watcher's last sweep included
+        shutdown = self.run.shutdown
         try:
+            if shutdown.begun:
+                self._within_shares(shutdown)
             self.pipeline.finish()
+            for c in (s.counts() for s in self.counted) if shutdown.begun else ():
+                if c.abandoned:
+                    shutdown.abandon(f"sink {c.name}: still writing at the end of its share of the grace "
+                                     f"({c.dropped} record(s) dropped)")
         finally:
             if self.watcher is not None and self._watching:
                 self.watcher.stop(drain=True)
             if self.manager is not None:
                 timeout = self.run.config.upload.drain_timeout - (time.monotonic() - ended)
                 self.uploads = self._drain(max(0.0, timeout))
+
+    def _within_shares(self, shutdown) -> None:
+        """A shutdown's steps before the sinks close: the exit checkpoint's wait, by its share;
+        the threaded sinks' close_timeout capped by theirs."""
+        from .shutdown import CHECKPOINT_SHARE, SINKS_SHARE
+
+        if self.watcher is not None and self._watching:
+            self._wait_exit_checkpoint(min(self.run.config.process.exit_checkpoint_wait,
+                                           shutdown.left(CHECKPOINT_SHARE)))
+        for sink in self.counted:
+            deadline = getattr(sink, "deadline", None)
+            if deadline is not None:
+                deadline.cap(shutdown.left(SINKS_SHARE))
+
+    def _wait_exit_checkpoint(self, limit: float) -> None:
+        """A checkpoint the child wrote on its way out: until the watched folders have been quiet
+        for a moment (their files' last events arrived), at most `limit` seconds."""
+        assert self.watcher is not None
+        if not self.watcher.wait_quiet(quiet=EXIT_QUIET, timeout=limit):
+            self.run.shutdown.abandon(f"waiting for an exit checkpoint: files still changing after {limit:.1f}s")
 
     def _drain(self, timeout: float) -> UploadTotals:
         """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
@@ -282,14 +329,21 @@ class _Parts:
         show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
         if pending:
             log.info("waiting up to %.1fs for %d upload(s)", timeout, len(pending))
+        shutdown = self.run.shutdown
         try:
             report = drain_showing_progress(
                 self.manager, timeout, sys.stderr if show else None,
-                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ")
+                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ",
+                until=shutdown.deadline)
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()
-        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s")
+        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
+                    else f"the {shutdown.grace:g}s grace")
+        if shutdown.begun and report.pending:
+            shutdown.abandon(f"{len(report.sets.pending)} checkpoint set(s) not uploaded within the grace "
+                             f"({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "
+                             f"{len(report.pending)} file(s) pending); they resume on the next start")
         return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
 
     def status_counts(self) -> dict:
@@ -334,6 +388,7 @@ class _Parts:
         return RunSummary(
             run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
             command=self.run.config.command,
+            abandoned=self.run.shutdown.abandoned,  # a shutdown's steps given up (run/shutdown.py)
             exit_code=EXIT_STOPPED if result.stop_reason is not None else result.exit_code,
             returncode=result.returncode, lines=stats.lines, events=stats.events,
             metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,

@@ -32,23 +32,27 @@ def format_progress(done: int, total: int, elapsed: float, files_done: int, file
 
 
 def drain_showing_progress(manager, timeout: Optional[float], out: Optional[TextIO], *, prefix: str = "",
-                           clock: Callable[[], float] = time.monotonic):
+                           clock: Callable[[], float] = time.monotonic,
+                           until: Optional[Callable[[], float]] = None):
     """`manager.drain`, for at most `timeout` seconds (None: until nothing is pending), showing
-    progress on `out` (None: silently). Returns the last DrainReport."""
-    if out is None:
+    progress on `out` (None: silently). `until`, asked between short waits, may bring the end
+    closer (a shutdown's grace, begun or cut short by a signal meanwhile; `clock`'s time).
+    Returns the last DrainReport."""
+    if out is None and until is None:
         return manager.drain(timeout if timeout is not None else 1e9)
     start = clock()
-    deadline = None if timeout is None else start + timeout
-    tty = out.isatty()
-    interval = 0.2 if tty else 5.0
+    fixed = float("inf") if timeout is None else start + timeout
+    tty = out is not None and out.isatty()
+    interval = 0.2 if tty or out is None else 5.0
     while True:
-        step = interval if deadline is None else max(0.0, min(interval, deadline - clock()))
-        report = manager.drain(step)
-        p = manager.progress()
-        line = prefix + format_progress(p.bytes_done, p.bytes_total, clock() - start, p.files_done, p.files_total)
-        out.write(f"\r{line}\x1b[K" if tty else line + "\n")
-        out.flush()
-        if not report.pending or (deadline is not None and clock() >= deadline):
+        deadline = min(fixed, until()) if until is not None else fixed
+        report = manager.drain(max(0.0, min(interval, deadline - clock())))
+        if out is not None:
+            p = manager.progress()
+            line = prefix + format_progress(p.bytes_done, p.bytes_total, clock() - start, p.files_done, p.files_total)
+            out.write(f"\r{line}\x1b[K" if tty else line + "\n")
+            out.flush()
+        if not report.pending or clock() >= min(deadline, until() if until is not None else deadline):
             break
     if tty:
         out.write("\n")

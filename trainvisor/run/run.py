@@ -90,6 +90,10 @@ class Run:
         self._stop_asked = threading.Event()  # a restart's back-off waits on it
         self._attempts = 0
         self._last: Optional["ProcessResult"] = None
+        # The grace budget of a shutdown: begun by the first SIGTERM/SIGINT/SIGHUP (run/shutdown.py).
+        from .shutdown import Shutdown
+
+        self.shutdown = Shutdown(config.process.grace)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Run":
@@ -104,6 +108,11 @@ class Run:
         if self._stack is not None:
             return self
         stack = contextlib.ExitStack()
+        # Before any thread of the run starts, so every one has the fault signals blocked.
+        from ..supervisor import syncsignals
+
+        if syncsignals.acquire() is not None:
+            stack.callback(syncsignals.release)
         try:
             # The lock first and released last: a second run on this directory touches nothing.
             rundir = self._rundir = RunDirectory.open(self.run_dir, run_id=self.config.run.id,
@@ -116,6 +125,12 @@ class Run:
                      json.dumps(to_dict(self.config, mask_secrets=True)))
             save_config(self.config, self.run_dir)
             self._parts = _Parts.build(self, logging_, stack)
+            if self.config.health.port is not None:
+                from .health import HealthServer
+
+                h = self.config.health
+                stack.callback(HealthServer(self.status, host=h.host, port=h.port,
+                                            max_metric_age=h.max_metric_age).start().close)
         except BaseException:
             stack.close()
             raise

@@ -96,6 +96,9 @@ class RunSummary:
     """One line per restart of a crashed training (`restart.policy`): the attempt, why, and the
     checkpoint it resumed from."""
     sinks: tuple[SinkCounts, ...] = ()
+    abandoned: tuple[str, ...] = ()
+    """What a shutdown within `process.grace` gave up (an exit checkpoint's wait, uploads left
+    pending, the child's wait cut by SIGKILL), each in a sentence; empty when nothing was."""
     table: tuple[MetricRow, ...] = ()
     """Per metric and phase (and Caffe test net): its last value and its best, each with its step
     (iteration, else epoch); best is None for a metric with no better direction (lr, time)."""

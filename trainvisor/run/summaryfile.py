@@ -64,7 +64,7 @@ def _decoders() -> dict[str, Callable[[Any], Any]]:
         return lambda d: None if d is None else decode(d)
 
     return {
-        "command": tuple, "warnings": tuple, "restarts": tuple,
+        "command": tuple, "warnings": tuple, "abandoned": tuple, "restarts": tuple,
         "faults": many(_record(FaultCount)), "uploads": optional(_record(UploadTotals)),
         "last_metrics": many(_record(Metric)), "notices": many(_record(Notice)),
         "sinks": many(_record(SinkCounts)), "table": many(_record(MetricRow)),

@@ -66,7 +66,8 @@ class PrometheusSink:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, run_id: str = "",
                  labels: Optional[Mapping[str, Any]] = None,
-                 status: Optional[Callable[[], "RunStatus"]] = None) -> None:
+                 status: Optional[Callable[[], "RunStatus"]] = None,
+                 healthz: Optional[Callable[[], tuple[int, dict]]] = None) -> None:
         try:
             from prometheus_client import CollectorRegistry  # loaded only when a run names this sink
         except ImportError as exc:
@@ -84,6 +85,9 @@ class PrometheusSink:
         self.host = host
         self.port: int = self._server.server_address[1]
         log.info("prometheus sink: serving http://%s:%d/metrics", host, self.port)
+        if healthz is not None:  # the run's /healthz on the same port (run/health.py's answer)
+            self._server.set_app(_with_healthz(self._server.get_app(), healthz))
+            log.info("health: serving http://%s:%d/healthz", host, self.port)
 
     # -- the sink --------------------------------------------------------------------------------
     def write(self, events: Sequence[Event]) -> None:
@@ -178,6 +182,26 @@ def _user_labels(labels: Mapping[str, Any]) -> dict[str, str]:
                               f"(reserved: {', '.join(RESERVED_LABELS)})")
         out[k] = "" if v is None else str(v)
     return out
+
+
+def _with_healthz(app: Callable, healthz: Callable[[], tuple[int, dict]]) -> Callable:
+    """prometheus_client's WSGI app with GET /healthz answered by `healthz()` (code, JSON body)."""
+    import json
+    from http import HTTPStatus
+
+    def wsgi(environ: dict, start_response: Callable) -> Any:
+        if environ.get("PATH_INFO") != "/healthz":
+            return app(environ, start_response)
+        try:
+            code, body = healthz()
+        except Exception as exc:  # a bug of ours must not end the server: the probe sees it
+            code, body = 500, {"ok": False, "reason": f"{type(exc).__name__}: {exc}"}
+        data = json.dumps(body).encode()
+        start_response(f"{code} {HTTPStatus(code).phrase}",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+        return [data]
+
+    return wsgi
 
 
 def _serve(host: str, port: int, registry: Any) -> tuple[Any, threading.Thread]:

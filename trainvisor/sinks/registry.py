@@ -221,10 +221,24 @@ def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels
     """The latest value of each metric, the run's status and counts on http://HOST:PORT/metrics."""
     from .prometheus import PrometheusSink  # prometheus_client loads only when a run names this sink
 
+    healthz = None
     if context is not None:
         run_id = run_id or context.run_id
+        health = getattr(context.config, "health", None)
+        if health is not None and health.port is None:  # no server of its own: /healthz here
+            healthz = _healthz(context.status, health.max_metric_age)
     return PrometheusSink(host=host, port=port, run_id=run_id, labels=labels,
-                          status=context.status if context is not None else None)
+                          status=context.status if context is not None else None, healthz=healthz)
+
+
+def _healthz(status, max_metric_age):
+    """A run's /healthz answer (status.health_of), its "since the start" counted from now."""
+    import time
+
+    from ..status import health_of
+
+    started = time.monotonic()
+    return lambda: health_of(status(), max_metric_age=max_metric_age, since_start=time.monotonic() - started)
 
 
 # Inline: its write only sets values under a lock; the text is rendered on the scrape's thread.

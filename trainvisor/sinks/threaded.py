@@ -56,6 +56,13 @@ class CloseDeadline:
         self._end: Optional[float] = None
         self._lock = threading.Lock()
 
+    def cap(self, seconds: float) -> None:
+        """At most `seconds` from now (a shutdown's share of its grace), if that is sooner."""
+        with self._lock:
+            self.timeout = min(self.timeout, max(0.0, seconds))
+            if self._end is not None:
+                self._end = min(self._end, self._clock() + self.timeout)
+
     def remaining(self) -> float:
         with self._lock:
             if self._end is None:
@@ -120,6 +127,11 @@ class ThreadedSink:
         self._thread: Optional[threading.Thread] = None
         self._done = threading.Event()
         self._faults = FaultCounter(log)
+
+    @property
+    def deadline(self) -> CloseDeadline:
+        """The end-of-run bound it shares with the run's other threaded sinks (a shutdown caps it)."""
+        return self._deadline
 
     def write(self, events: Sequence[object]) -> None:
         n = len(events)

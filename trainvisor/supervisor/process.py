@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import psutil
 
 __all__ = [
+    "stop_group",
     "TREE_TOKEN_ENV",
     "spawn_child",
     "exit_code_of",
@@ -97,6 +98,55 @@ def spawn_child(
         if exc.errno in (errno.EISDIR, errno.EACCES):
             raise CommandNotExecutable(f"{argv[0]}: cannot execute: {exc.strerror}") from exc
         raise CommandNotFound(f"{argv[0]}: cannot start: {exc.strerror}") from exc
+
+
+def stop_group(pgid: int, sig: int) -> None:
+    """Job control for a group in its own session: `sig` (a TSTP handler may save state), then
+    SIGSTOP, which the kernel does not discard for an orphaned group as it does TSTP, TTIN and
+    TTOU; returns once its leader has stopped (at most a second or so)."""
+    for s in (sig, signal.SIGSTOP):
+        try:
+            os.killpg(pgid, s)
+        except (ProcessLookupError, PermissionError):
+            return
+        if s == sig:
+            wait_delivered(pgid, sig, timeout=0.5)
+    wait_stopped(pgid, timeout=1.0)
+
+
+def wait_stopped(pid: int, *, timeout: float) -> bool:
+    """Until `pid` is stopped (state T in /proc), at most `timeout` seconds: a stop signal acts
+    when the process is next scheduled, not when it is sent. False if it did not stop (or ended)."""
+    return _poll_proc(pid, "stat", lambda text: text.rsplit(") ", 1)[1][:1] in ("T", "t"), timeout)
+
+
+def wait_delivered(pid: int, sig: int, *, timeout: float) -> bool:
+    """Until `sig`, sent to `pid`'s group, is no longer pending for it (handled, or acted on), at
+    most `timeout` seconds. Why: a SIGSTOP sent while a SIGTSTP is pending stops the process
+    first, and the SIGCONT that continues it discards the pending SIGTSTP: its handler never runs."""
+    bit = 1 << (sig - 1)
+
+    def delivered(text: str) -> bool:
+        for line in text.splitlines():
+            if line.startswith(("ShdPnd:", "SigPnd:")) and int(line.split()[1], 16) & bit:
+                return False
+        return True
+
+    return _poll_proc(pid, "status", delivered, timeout)
+
+
+def _poll_proc(pid: int, name: str, done: Callable[[str], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/{name}") as fh:
+                if done(fh.read()):
+                    return True
+        except (OSError, IndexError, ValueError):
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
 
 
 def exit_code_of(returncode: int) -> int:

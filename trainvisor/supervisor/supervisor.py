@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from .. import defaults
 from ..stream.source import Channel
-from .process import TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child
+from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child,
+                      stop_group)
 from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
@@ -33,8 +34,7 @@ DEFAULT_KILL_TIMEOUT = defaults.KILL_TIMEOUT
 # `stop()`: how long the child has after the polite signal (SIGINT: Caffe snapshots, Python raises
 # KeyboardInterrupt) before SIGTERM; the kill timeout then runs as for any SIGTERM.
 DEFAULT_STOP_GRACE = defaults.STOP_GRACE
-# After the tree has ended, the pipes are at EOF unless a process outside the
-# tree holds them: the readers get this long, together, to drain what is left.
+# After the tree has ended, the pipes are at EOF unless a process outside it holds them.
 READER_GRACE = 0.5
 # How often descendants are looked up while the child runs (psutil, ~ms each).
 TREE_REFRESH = 0.5
@@ -103,6 +103,8 @@ class Supervisor:
         pty: bool = False,
         own_pids: Callable[[], Iterable[int]] = lambda: (),
         popen: Callable[..., subprocess.Popen] = subprocess.Popen,
+        term_signal: int = signal.SIGTERM,
+        on_shutdown: Optional[Callable[[int], None]] = None,
     ) -> None:
         if not argv:
             from ..errors import ConfigError
@@ -122,6 +124,12 @@ class Supervisor:
         self.subreaper = subreaper
         self.death_signal = death_signal_for(on_supervisor_death)
         self.pty = pty
+        # What a SIGTERM received is forwarded as (SIGINT for Caffe); `on_shutdown` hears every
+        # shutdown signal received (the owner's grace budget starts at the first).
+        self.term_signal = term_signal
+        self._on_shutdown = on_shutdown
+        self._hurry = False  # a second SIGTERM/SIGINT: the kill timeout is over now
+        self._seen: set[int] = set()  # the shutdown signals received (handler context: no lock)
         self._pty_master: Optional[int] = None
         # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
         self.token = os.urandom(8).hex()  # os.urandom, not secrets: that module costs ~8 ms of start-up
@@ -199,6 +207,26 @@ class Supervisor:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def _received(self, sig: int) -> None:
+        """A signal trainvisor received (the handlers' forward): SIGTERM goes on as `term_signal`;
+        a second SIGTERM, or a second SIGINT (Ctrl-C twice), skips the rest of the kill timeout:
+        the tree is killed now. One of each is forwarded like any signal (an init's test sends both)."""
+        if sig in SHUTDOWN_SIGNALS:
+            if sig in self._seen & {signal.SIGTERM, signal.SIGINT}:
+                self._hurry = True
+                waker = self._waker
+                if waker is not None:
+                    waker.notify()
+            self._seen.add(sig)
+            if self._on_shutdown is not None:
+                self._on_shutdown(sig)
+        self.send_signal(self.term_signal if sig == signal.SIGTERM else sig)
+
+    def _suspend(self, sig: int) -> None:
+        """Job control (TSTP, TTIN, TTOU): the child's group stopped before trainvisor stops itself."""
+        if self.proc is not None:
+            stop_group(self.proc.pid, sig)
+
     def stop(self, reason: str, *, sig: int = signal.SIGINT, grace: float = DEFAULT_STOP_GRACE) -> bool:
         """Ask the training to stop, from any thread: `sig` to the child's process group now,
         SIGTERM after `grace` seconds if it is still running, then the kill timeout as for any
@@ -231,8 +259,9 @@ class Supervisor:
         # bytes on, nobody who watches its output can have reacted to it with a signal, so none
         # is lost to a disposition we are about to replace (SIG_IGN when started with `&`).
         waker = Waker(proc.pid)
-        handlers = SignalHandlers(forward=self.send_signal if self.forward_signals else None,
-                                  on_child=waker.notify if reaper is not None else None)
+        handlers = SignalHandlers(forward=self._received if self.forward_signals else None,
+                                  on_child=waker.notify if reaper is not None else None,
+                                  suspend=self._suspend if self.forward_signals else None)
         signals_on = handlers.install()
         with self._lock:
             self._waker = waker
@@ -299,9 +328,12 @@ class Supervisor:
             if self._shutdown_at is not None:
                 self._announce_shutdown()
                 remaining = self._shutdown_at + self.kill_timeout - time.monotonic()
+                if self._hurry:  # a second SIGTERM/SIGINT
+                    remaining = 0.0
                 if remaining <= 0:
-                    log.warning("child did not exit %.1fs after %s: SIGKILL to its process tree",
-                                self.kill_timeout, signal.Signals(self._signalled_by or signal.SIGTERM).name)
+                    log.warning("child did not exit %s after %s: SIGKILL to its process tree",
+                                "(a second SIGTERM/SIGINT)" if self._hurry else f"{self.kill_timeout:.1f}s",
+                                signal.Signals(self._signalled_by or signal.SIGTERM).name)
                     killed = tree.kill_all()
                     proc.wait()
                     return killed

@@ -115,6 +115,19 @@ class CheckpointWatcher:
         self._thread.start()
         return self
 
+    def wait_quiet(self, *, quiet: float, timeout: float) -> bool:
+        """Until no file event has come for `quiet` seconds (a checkpoint written as the training
+        exited: its last writes delivered), at most `timeout`; False if files were still changing.
+        The observer's times are monotonic (observe.py), so this compares with time.monotonic."""
+        deadline = time.monotonic() + timeout
+        while True:
+            since = time.monotonic() - self._handler.last_event
+            if since >= quiet:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._sleep(max(0.0, min(quiet - since, deadline - time.monotonic())))
+
     def stop(self, *, drain: bool = True, timeout: float = 10.0) -> None:
         """Stop watching. With `drain`, first process what is queued, hand over the
         sets the run ended with (partial ones, the `last` policy's checkpoint)."""
