@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..sinks.stats import StatsSink
 from .logsetup import RunLogging
-from .summary import EXIT_STOPPED, FaultCount, RunSummary, UploadTotals
+from .plugins import _Plugins
+from .reporting import _Reporting
+from .summary import EXIT_STOPPED, UploadTotals
 
 if TYPE_CHECKING:
     from ..parsers.base import Parser
     from ..sinks.base import Sink
     from ..sinks.jsonl import JsonlSink
-    from ..stoprules import Firing, StopRuleSink
+    from ..stoprules import StopRuleSink
     from ..stream.pipeline import Pipeline
     from ..supervisor.supervisor import ProcessResult, Supervisor
     from ..timeline.runner import CallbackThread
@@ -36,7 +38,7 @@ log = logging.getLogger("trainvisor")
 EXIT_QUIET = 0.5
 
 
-class _Parts:
+class _Parts(_Plugins, _Reporting):
     """What a started run holds; built in the order that fails fastest."""
 
     def __init__(self, run: "Run", parser: "Parser", jsonl: "JsonlSink", counted: list["Sink"],
@@ -141,71 +143,6 @@ class _Parts:
         self.sinks.append(self.watcher.announcement_sink())
         if self.watcher.roots and not shallow:
             log.info("watching %s for checkpoints", ", ".join(self.watcher.roots))
-
-    def _build_stop_rules(self) -> None:
-        """The stop rules, last among the sinks (a metric is written before it stops the run)."""
-        from .build import build_stop_rules
-
-        run = self.run
-
-        def fire(firing: "Firing") -> None:  # the pipeline thread; request_stop only records and wakes
-            reason = firing.describe()
-            log.warning("%s: stopping the training", reason)
-            run.request_stop(reason)
-
-        self.stop_rules = build_stop_rules(run.config.stop, fire)
-        if self.stop_rules is not None:
-            self.sinks.append(self.stop_rules)
-    def _build_callbacks(self, stack: contextlib.ExitStack) -> None:
-        """The callbacks `callbacks.use` names (imported, made, checked) and the caller's, on their own
-        thread, fed by the timeline of the metric stream (an inline sink: it sees every record)."""
-        run, cfg = self.run, self.run.config.callbacks
-        if not (cfg.use or cfg.options or run._callbacks):
-            return
-        from ..errors import ConfigError
-        from ..timeline.callbacks import load_callback
-        from ..timeline.dispatch import Dispatcher
-        from ..timeline.runner import CallbackThread, TimelineSink
-
-        for spec in cfg.options:
-            if spec not in cfg.use:
-                raise ConfigError(f"callbacks.options.{spec}: no callback {spec!r} in callbacks.use "
-                                  f"(--callback {spec})")
-        registered = [load_callback(spec, cfg.options.get(spec, {})) for spec in cfg.use] + run._callbacks
-        self.callbacks = CallbackThread(Dispatcher(registered, request_stop=run.request_stop), capacity=cfg.queue)
-        stack.callback(self._close_timeline)  # also when the run fails before its end
-        self.sinks.append(TimelineSink(self.callbacks.put))
-
-    def begin_timeline(self) -> None:
-        if self.callbacks is not None:
-            from ..timeline.events import TrainBegin
-
-            self.callbacks.put([TrainBegin(self.run.run_id, tuple(self.run.config.command), time.time())])
-            self._timeline_begun = True
-
-    def end_timeline(self, result: "ProcessResult") -> None:
-        """train_end (after the pipeline's last events and the uploads' outcomes), then the callbacks
-        get `callbacks.close_timeout` to finish."""
-        if self.callbacks is None:
-            return
-        from ..timeline.events import TrainEnd
-
-        stopped = result.stop_reason is not None
-        reason = result.stop_reason if stopped else (
-            f"killed by signal {-result.returncode}" if result.returncode < 0 else f"exit code {result.exit_code}")
-        self.callbacks.put([TrainEnd(result.exit_code, reason, stopped, time.time())])
-        self._timeline_ended = True
-        self.callbacks.close(self.run.config.callbacks.close_timeout)
-
-    def _close_timeline(self) -> None:
-        """A run that raised after train_begin (the command could not be started) still ends its
-        callbacks' timeline, with no exit code."""
-        if self._timeline_begun and not self._timeline_ended:
-            from ..timeline.events import TrainEnd
-
-            self._timeline_ended = True
-            self.callbacks.put([TrainEnd(None, "the run failed before the training ended", False, time.time())])
-        self.callbacks.close(self.run.config.callbacks.close_timeout)
 
     def new_supervisor(self, command: "Optional[Sequence[str]]" = None) -> "Supervisor":
         from ..stream.source import Channel
@@ -345,74 +282,6 @@ class _Parts:
                              f"({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "
                              f"{len(report.pending)} file(s) pending); they resume on the next start")
         return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
-
-    def status_counts(self) -> dict:
-        """The counts of a `RunStatus`, read from the parts without a lock: each is one int
-        written by one thread (the pipeline's, the watcher's) or a snapshot taken under its own
-        lock (the upload manager's progress)."""
-        stats = self.pipeline.stats if self.pipeline is not None else None
-        last = self.stats_sink.last_time
-        counts = dict(lines=stats.lines if stats else 0, records=stats.events if stats else 0,
-                      metrics=self.stats_sink.metrics,
-                      faults=self.pipeline.faults.total if self.pipeline is not None else 0,
-                      checkpoints_complete=self.watcher.stats.handed_over if self.watcher is not None else 0,
-                      seconds_since_metric=None if last is None else max(0.0, time.time() - last))
-        if self.manager is not None:
-            p = self.manager.progress()
-            counts.update(uploads_verified=p.sets_verified, uploads_failed=p.sets_failed, upload_bytes=p.bytes_sent)
-        return counts
-
-    def summarise(self, result: "ProcessResult", *, attempts: int) -> RunSummary:
-        from .endwarnings import end_warnings
-
-        assert self.pipeline is not None
-        stats_sink, watcher, cfg = self.stats_sink, self.watcher, self.run.config
-        stats = self.pipeline.stats
-        found = watcher.stats.handed_over if watcher is not None else 0
-        destination = None if self.manager is None else (
-            cfg.upload.to or getattr(self.run._uploader, "url", "") or type(self.run._uploader).__name__)
-        warnings = end_warnings(destination=destination, checkpoints_found=found,
-                                watched=sorted(watcher.roots) if watcher is not None else (),
-                                lines=stats.lines, metrics=stats_sink.metrics,
-                                parser=getattr(self.parser, "name", type(self.parser).__name__))
-        warnings += self._unapplied_rules()
-        for w in warnings:
-            log.warning("%s", w)
-        sinks = tuple(s.counts() for s in self.counted)
-        for c in sinks:  # the run log keeps them when no summary is printed
-            log.info("sink %s: %d records written, %d dropped, %d failed%s", c.name, c.written, c.dropped, c.failed,
-                     " (abandoned at the end)" if c.abandoned else "")
-        if result.stop_reason is not None:
-            log.warning("the training was stopped on request (%s); exit code %d (the child's %d)",
-                        result.stop_reason, EXIT_STOPPED, result.exit_code)
-        return RunSummary(
-            run_id=self.run.run_id, attempt=self.run.attempt, run_dir=str(self.run.run_dir),
-            command=self.run.config.command,
-            abandoned=self.run.shutdown.abandoned,  # a shutdown's steps given up (run/shutdown.py)
-            exit_code=EXIT_STOPPED if result.stop_reason is not None else result.exit_code,
-            returncode=result.returncode, lines=stats.lines, events=stats.events,
-            metrics_path=str(self.run.metrics_path), truncated_lines=stats.truncated_lines,
-            unparsed_bytes=result.unparsed_bytes, binary_bytes=stats.binary_bytes,
-            killed_processes=result.killed_processes,
-            signalled_by=result.signalled_by,
-            faults=tuple(FaultCount(c, n) for c, n in sorted({**self.pipeline.faults.counts, **(
-                self.callbacks.dispatcher.faults.counts if self.callbacks is not None else {})}.items())),
-            metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
-            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
-            notices=tuple(stats_sink.notices.values()), warnings=warnings,
-            stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
-            stop_rule=self.stop_rules.rules.fired if self.stop_rules is not None else None,
-        )
-
-    def _unapplied_rules(self) -> tuple[str, ...]:
-        """A rule whose metric the run never produced did nothing: said, never a silent nothing."""
-        if self.stop_rules is None:
-            return ()
-        rules = self.stop_rules.rules
-        seen = ", ".join(sorted(rules.names_seen)[:12]) or "none"
-        return tuple(f"stop rule {r!r} never applied: no metric it names was parsed (metrics seen: {seen})"
-                     for r in rules.unmatched())
-
 
 def _new_parser(run: "Run") -> "Parser":
     """The parser a child's output is read with: the caller's (an object, or a factory called
