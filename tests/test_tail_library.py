@@ -19,8 +19,19 @@ from trainvisor.stream.source import End
 from trainvisor.stream.tail import TailFollower
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
-# A stand-in training that ends on SIGINT as Python frameworks do (KeyboardInterrupt), else reads on.
-WAITER = "import sys\ntry:\n    sys.stdin.read()\nexcept KeyboardInterrupt:\n    sys.exit(130)\n"
+# A stand-in training that ends on SIGINT as Python frameworks do (exit 130), else reads on. Its
+# handler is its own and it says when it is in place: a SIGINT before that would find Python's
+# inherited disposition (ignored, when the test session was started in a shell's background).
+WAITER = ("import signal, sys\nsignal.signal(signal.SIGINT, lambda *_: sys.exit(130))\n"
+          "print('ready', flush=True)\nsys.stdin.read()\n")
+
+
+def start_waiter(argv0: str = sys.executable) -> subprocess.Popen:
+    """The stand-in training, once its SIGINT handler is in place."""
+    proc = subprocess.Popen([argv0, "-c", WAITER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdout.readline() == b"ready\n"
+    return proc
 
 
 def test_a_stop_rule_signals_the_followed_process_and_the_log_is_read_to_its_end(tmp_path):
@@ -30,7 +41,7 @@ def test_a_stop_rule_signals_the_followed_process_and_the_log_is_read_to_its_end
     replayed = tmp_path / "replay.jsonl"
     subprocess.run(TRAINVISOR + ["replay", str(src), "--parser", "caffe", "--year", "2026", "--metrics",
                                  str(replayed)], check=True, capture_output=True, timeout=120)
-    training = subprocess.Popen([sys.executable, "-c", WAITER], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    training = start_waiter()
     config = RunConfig(parsing=ParsingConfig(parser="caffe", year=2026), logging=LoggingConfig(quiet=True),
                        run=RunDirConfig(dir=str(tmp_path / "run")))
     asked: list[int] = []
@@ -49,6 +60,7 @@ def test_a_stop_rule_signals_the_followed_process_and_the_log_is_read_to_its_end
             training.kill()
             training.wait()
         training.stdin.close()
+        training.stdout.close()
     assert summary.stop_reason == "iteration 5000 reached" and summary.exit_code == EXIT_STOPPED
     assert (summary.followed.rotations, summary.followed.truncations) == (0, 0)
     got = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -64,8 +76,7 @@ def test_until_exit_of_a_name_ends_with_the_last_process_of_that_name(tmp_path):
     os.symlink(sys.executable, tmp_path / name)
     log = tmp_path / "train.log"
     log.write_bytes(b"Iteration 1, loss = 0.5\n")
-    training = subprocess.Popen([str(tmp_path / name), "-c", WAITER], stdin=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL)
+    training = start_waiter(str(tmp_path / name))
     ends = ProcessEnd(name=name)
     follower = TailFollower(log, should_end=ends.ended, idle=0.05)
     items = follower.items()
@@ -82,6 +93,7 @@ def test_until_exit_of_a_name_ends_with_the_last_process_of_that_name(tmp_path):
             training.kill()
             training.wait()
         training.stdin.close()
+        training.stdout.close()
 
 
 def test_bad_end_options_are_one_line_errors(tmp_path):

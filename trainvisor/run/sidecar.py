@@ -102,7 +102,7 @@ class TailRun(Run):
         self._store: Optional[PositionStore] = None
         self._reread = 0  # lines a restart read again, muted: not counted as parsed twice
         self._record: Optional[TailPosition] = None  # the last position recorded
-        self._stop_asked = False  # stop_following() came (a signal), maybe before the follower
+        self._follow_end_asked = False  # stop_following() came (a signal), maybe before the follower
 
     def tail(self) -> RunSummary:
         """Follow the log to its end (see the class) and return the summary."""
@@ -123,7 +123,7 @@ class TailRun(Run):
                                     idle=parts.pipeline.flush_interval)
             with self._control:
                 self._follower, stop = follower, self._stop
-            if self._stop_asked or (stop is not None and self._pid is None):
+            if self._follow_end_asked or (stop is not None and self._pid is None):
                 follower.stop()  # asked before the follower was there
             log.info("run %s attempt %d: following %s (parser %s, metrics %s)%s", self.run_id, self.attempt,
                      self.path, getattr(parts.parser, "name", type(parts.parser).__name__), self.metrics_path,
@@ -154,7 +154,7 @@ class TailRun(Run):
     def stop_following(self) -> None:
         """End the follow after what the log holds now (SIGINT/SIGTERM to the sidecar); safe in a
         signal handler."""
-        self._stop_asked = True
+        self._follow_end_asked = True
         follower = self._follower
         if follower is not None:
             follower.stop()
