@@ -212,6 +212,7 @@ class S3Uploader:
                     return done
                 record = None
         if record is None:
+            self._abort_open(key)  # created by a killed attempt before its record was written
             upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=key,
                                                              **self._checksum)["UploadId"]
             record = S3ResumeRecord(upload_id, self.bucket, st.st_size, st.st_mtime_ns, part)
@@ -272,6 +273,38 @@ class S3Uploader:
             stop.set()
             hashes.join()
         return [f.result() for f in futures]
+
+    def _open_uploads(self, prefix: str) -> list[tuple[str, str]]:
+        """(key, UploadId) of the multipart uploads open in the store under `prefix`."""
+        pages = self._client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=prefix)
+        return [(u["Key"], u["UploadId"]) for page in pages for u in page.get("Uploads", ())]
+
+    def _abort_open(self, key: str) -> None:
+        """Abort the open uploads of exactly `key` (none is recorded: it would have been resumed)."""
+        for found, upload_id in self._open_uploads(key):
+            if found == key:
+                self._abort_id(key, upload_id)
+
+    def _abort_id(self, key: str, upload_id: str) -> None:
+        try:
+            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except ClientError as exc:
+            if _code(exc) != "NoSuchUpload":  # gone already: what was wanted
+                raise
+
+    def abort_unowned(self, prefix: str) -> list[str]:
+        """Abort the multipart uploads open under `prefix` that no resume record owns (the keys,
+        one per upload aborted). Their parts would otherwise stay billed in the bucket."""
+        aborted = []
+        try:
+            for key, upload_id in self._open_uploads(prefix):
+                record = self._recorded(key)
+                if record is None or record.upload_id != upload_id:
+                    self._abort_id(key, upload_id)
+                    aborted.append(key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(f"listing the open uploads under {prefix}", exc) from exc
+        return aborted
 
     def _abort_recorded(self, key: str) -> None:
         stored = self._records.get(key)
