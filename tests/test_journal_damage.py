@@ -28,22 +28,6 @@ SETS = ["lenet_iter_10", "lenet_iter_20", "lenet_iter_30", "lenet_iter_40"]
 REFUSED = ("lenet_iter_30", "lenet_iter_40")
 
 
-@pytest.fixture(scope="module")
-def moto_server():
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
 class Store:
     """One store kind: where the run uploads, what it holds, and how to put back a saved state."""
 
@@ -113,11 +97,11 @@ def _kill_with_two_stored(store: Store, work: Path) -> None:
 
 
 @pytest.fixture(scope="module", params=["s3", "file"])
-def killed(request, moto_server, tmp_path_factory):
+def killed(request, moto_module_endpoint, tmp_path_factory):
     """(store, saved run folder, saved store objects): one killed first attempt per store kind,
     put back before each test."""
     base = tmp_path_factory.mktemp(f"killed-{request.param}")
-    store = Store(request.param, base, moto_server)
+    store = Store(request.param, base, moto_module_endpoint)
     work = base / "w"
     _kill_with_two_stored(store, work)
     assert sorted(recorded(work)) == SETS
@@ -161,11 +145,14 @@ def _garbage_db(db: Path) -> None:
 
 
 def _foreign(db: Path) -> None:
-    """Another run's journal (same store) saying every set of this one verified."""
+    """Another run's journal (run r0, another store), with a verified row of its own: read as
+    this run's, its rows would say what this run's objects are not."""
     from trainvisor.uploaders.journal import Journal, JournalOwner
 
     other = db.parent.parent / "other-run"
     j = Journal(str(other), owner=JournalOwner("r0", "whatever://the-other-store"))
+    j.queue("r0/lenet_iter_10.caffemodel", "/elsewhere/lenet_iter_10.caffemodel", size=1, mtime_ns=1)
+    j.verified("r0/lenet_iter_10.caffemodel", "sha256:00")
     j.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)

@@ -18,7 +18,6 @@ from tests.conftest import s3_env
 from tests.faultproxy import FaultProxy, HoldReply
 from tests.killed_runs import (MB, expected_objects, journal_rows, manifests, open_uploads, recorded, run,
                                run_argv, s3_objects, write_log, writes_by_path)
-from tests.test_journal_damage import moto_server  # noqa: F401 (a fixture: one server for the module)
 from tests.test_process_tree import wait_for  # the store's counters tell nobody: they are looked at
 
 SETS = ["lenet_iter_10", "lenet_iter_20"]
@@ -35,15 +34,15 @@ def _all_done(s3, bucket: str) -> bool:
 @pytest.mark.parametrize("n, lost_reply", KILL_POINTS, ids=[f"{n}-{'reply lost' if lost else 'never sent'}"
                                                             for n, lost in KILL_POINTS])
 def test_sigkill_at_the_nth_store_request_then_a_rerun_leaves_every_object_once_and_nothing_open(
-        moto_server, tmp_path, n, lost_reply):  # noqa: F811
-    s3 = boto3.client("s3", endpoint_url=moto_server, aws_access_key_id="test", aws_secret_access_key="test",
+        moto_module_endpoint, tmp_path, n, lost_reply):
+    s3 = boto3.client("s3", endpoint_url=moto_module_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                       region_name="us-east-1")
     bucket = f"trial-{n}-{int(lost_reply)}"
     s3.create_bucket(Bucket=bucket)
     work = tmp_path / "w"
     (work / "snap").mkdir(parents=True)
     log = write_log(work / "train.log", iters=20, snapshot=10)
-    with FaultProxy(moto_server) as proxy:
+    with FaultProxy(moto_module_endpoint) as proxy:
         env = s3_env(proxy.url, tmp_path)
         to = f"s3://{bucket}/b"
         proxy.inject_nth(n, HoldReply(600) if lost_reply else 600.0)
