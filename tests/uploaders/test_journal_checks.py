@@ -148,3 +148,33 @@ def test_a_new_multipart_upload_first_aborts_the_unrecorded_ones_of_its_key(moto
     assert obj.checksum.endswith("-2")
     assert [(u["Key"], u["UploadId"]) for u in s3.list_multipart_uploads(Bucket="again")["Uploads"]] == [
         ("b/r1/big.caffemodel.2", longer)]
+
+
+def test_an_upload_created_twice_after_a_lost_reply_is_aborted_when_the_run_ends(moto, tmp_path, caplog):
+    """CreateMultipartUpload's reply is lost (read timeout) and botocore creates another: the first
+    one belongs to nobody. When every set is verified, closing the manager aborts it (logged)."""
+    from botocore.config import Config
+
+    from tests.faultproxy import FaultProxy, HoldReply
+    from trainvisor.uploaders.destinations import RUN_KEYS
+    from trainvisor.uploaders.manager import UploadManager
+    from trainvisor.uploaders.s3 import S3Uploader
+
+    s3 = boto3.client("s3", endpoint_url=moto)
+    s3.create_bucket(Bucket="twice")
+    src = tmp_path / "big.caffemodel"
+    src.write_bytes(os.urandom(9 << 20))
+    with FaultProxy(moto) as proxy:
+        up = S3Uploader("twice", url="s3://twice/b", endpoint_url=proxy.url, state_dir=str(tmp_path / "run"))
+        up._client = boto3.client("s3", endpoint_url=proxy.url, config=Config(
+            read_timeout=1, retries={"max_attempts": 3, "mode": "standard"}))
+        proxy.inject("POST", r"big\.caffemodel$", HoldReply(3), query_regex=r"(^|&)uploads(=|&|$)")
+        with UploadManager(up, run_dir=str(tmp_path / "run"), run_id="r1", prefix="b", key_template=RUN_KEYS,
+                           manifests=False) as m:
+            m.submit(Checkpoint(name="big", files=(CheckpointFile(str(src), "big.caffemodel"),), iteration=1,
+                                epoch=None, root=str(tmp_path)))
+            assert m.drain(60).verified == ("b/r1/big.caffemodel",)
+            assert len(s3.list_multipart_uploads(Bucket="twice").get("Uploads", [])) == 1  # the first one
+        assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 2
+    assert s3.list_multipart_uploads(Bucket="twice").get("Uploads", []) == []
+    assert "aborted an open multipart upload of b/r1/big.caffemodel that no journal entry owned" in caplog.text
