@@ -216,3 +216,20 @@ def test_a_damaged_or_foreign_journal_is_one_line_then_rebuilt(damaged, damage, 
     _assert_all_verified(store, work)
     (aside,) = work.joinpath("run").glob("uploads.sqlite.set-aside-*[0-9TZ]")  # kept for a post-mortem
     assert aside.read_bytes()[:16] != b"SQLite format 3\x00" if damage == "garbage database" else aside.exists()
+
+
+def test_resume_counts_a_set_done_only_when_the_store_holds_its_manifest(damaged):
+    """The journal says verified, the store has lost a set (deleted by hand, a lifecycle rule):
+    `resume` asks the store for every recorded set's manifest and uploads the lost one again."""
+    store, work = damaged
+    assert _resume(store, work).returncode == 0
+    lost = [f"{store.prefix}/lenet_iter_10.manifest.json", f"{store.prefix}/examples/mnist/lenet_iter_10.caffemodel"]
+    for key in lost:
+        if store.kind == "s3":
+            store.s3.delete_object(Bucket=BUCKET, Key=key)
+        else:
+            (store.root / key).unlink()
+    again = _resume(store, work)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "4 checkpoint sets verified, 0 pending, 0 failed" in again.stderr
+    _assert_all_verified(store, work)

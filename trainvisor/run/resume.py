@@ -68,6 +68,7 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
         return None
     manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id)
     try:
+        manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
         report = manager.drain(timeout)
     finally:

@@ -157,6 +157,13 @@ class Journal:
                 " ON CONFLICT(key) DO UPDATE SET state=excluded.state WHERE files.state=?",
                 (key, path, size, mtime_ns, UPLOADING, time.time(), QUEUED))
 
+    def doubt(self, keys: Collection[str]) -> None:
+        """The store does not hold what these verified keys say (a manifest missing): they are
+        asked of the store again before anything is counted done or sent."""
+        with self._lock:
+            self._db.executemany("UPDATE files SET state=?, updated=? WHERE key=? AND state=?",
+                                 [(UPLOADING, time.time(), k, VERIFIED) for k in keys])
+
     def set_state(self, set_key: str) -> Optional[str]:
         """The journaled state of one set, None when the journal does not know it."""
         with self._lock:

@@ -24,7 +24,7 @@ from .base import UploadedObject, Uploader, UploadError
 from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, UploadProgress
 from .pool import DaemonThreadPool
 from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
-from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record
+from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
 from ..secrets import mask_url
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
@@ -142,6 +142,25 @@ class UploadManager:
         for cp in plan.submit:
             self.submit(cp)
         return len(plan.submit)
+
+    def recheck_verified(self) -> int:
+        """Ask the store for the manifest of every set checkpoints.jsonl records and the journal
+        holds verified (`trainvisor resume`: nothing counted done on the journal's word alone):
+        a set whose manifest the store lacks is uploaded again, its files asked of the store
+        first. Every recorded set is then in this manager's report. The sets sent again."""
+        recorded = read_checkpoint_record(os.path.join(self._run_dir, CHECKPOINT_RECORD)) if self._manifests else []
+        again = 0
+        for set_key, cp in verified_sets(self._journal, recorded, self._set_key).items():
+            mpath = os.path.join(self._run_dir, f".{cp.name}.manifest.json")
+            if os.path.exists(mpath) and self._store.in_store(mpath, set_key) is None:
+                log.warning("checkpoint %s is journaled verified but its manifest is not in the store: "
+                            "uploading it again", cp.name)
+                self._journal.doubt([set_key, *(self.key_for(f.relpath) for f in cp.files)])
+                self.submit(cp)
+                again += 1
+            with self._lock:
+                self._set_keys.add(set_key)
+        return again
 
     def sweep_orphans(self) -> tuple[str, ...]:
         """Abort the store's open multipart uploads under this run's keys that no resume record

@@ -21,7 +21,7 @@ from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
 from .journal import UPLOADING, VERIFIED, Journal
 
-__all__ = ["ResumePlan", "plan_resume", "read_checkpoint_record", "StoreCheck", "CHECKPOINT_RECORD"]
+__all__ = ["ResumePlan", "plan_resume", "read_checkpoint_record", "verified_sets", "StoreCheck", "CHECKPOINT_RECORD"]
 
 log = logging.getLogger("trainvisor.upload")
 
@@ -82,6 +82,12 @@ def plan_resume(journal: Journal, recorded: Iterable[Checkpoint], set_key: Calla
     return ResumePlan(tuple(submit), tuple(gone))
 
 
+def verified_sets(journal: Journal, recorded: Iterable[Checkpoint],
+                  set_key: Callable[[Checkpoint], str]) -> dict[str, Checkpoint]:
+    """The recorded sets the journal holds verified, by set key (the last record of each)."""
+    return {set_key(cp): cp for cp in recorded if journal.set_state(set_key(cp)) == VERIFIED}
+
+
 class StoreCheck:
     """Is `path` (this version of it) in the store under `key` already? From the journal when it
     says verified; from the store (`stored(path, key)`) when the journal says it may be there."""
@@ -101,10 +107,10 @@ class StoreCheck:
             return UploadedObject(key=key, size=st.st_size, checksum=checksum)
         entry = self._journal.get(key)
         if ask_store or (entry is not None and entry.state == UPLOADING):
-            return self._in_store(path, key)
+            return self.in_store(path, key)
         return None
 
-    def _in_store(self, path: str, key: str) -> Optional[UploadedObject]:
+    def in_store(self, path: str, key: str) -> Optional[UploadedObject]:
         """An earlier attempt (killed, or its journal rows lost) may have stored `key`: when the
         destination can tell and the object is exactly this file, it is journaled verified
         rather than sent again. Any doubt (an error, the file changing) means: upload it."""
