@@ -178,3 +178,11 @@ def test_an_upload_created_twice_after_a_lost_reply_is_aborted_when_the_run_ends
         assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 2
     assert s3.list_multipart_uploads(Bucket="twice").get("Uploads", []) == []
     assert "aborted an open multipart upload of b/r1/big.caffemodel that no journal entry owned" in caplog.text
+
+
+def test_the_owner_is_the_store_however_its_url_is_written():
+    assert JournalOwner.of("r1", "s3://ckpt/call/") == JournalOwner.of("r1", "s3://ckpt/call") == JournalOwner(
+        "r1", "s3://ckpt")
+    assert JournalOwner.of("r1", "kodo://b/p?up_host=http://127.0.0.1:9") == JournalOwner("r1", "kodo://b")
+    assert JournalOwner.of("r1", "file:///srv/store/").store == "file:///srv/store"
+    assert JournalOwner.of("", "LocalUploader") == JournalOwner("", "LocalUploader")

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Collection, Optional
+from urllib.parse import urlsplit
 
 from ..checkpoints import checkpoint_from_dict, checkpoint_to_dict
 from ..errors import TrainvisorError
@@ -77,6 +78,20 @@ class JournalOwner:
 
     run_id: str
     store: str
+
+    @classmethod
+    def of(cls, run_id: str, url: str) -> "JournalOwner":
+        """The owner for a destination URL: the store is its scheme and bucket (a file://
+        store's directory), without a key prefix's slashes, a query or a password, so the same
+        store written another way (`s3://b/p/`, `s3://b/p`) is the same owner."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return cls(run_id, url)
+        if not parts.scheme:
+            return cls(run_id, url)
+        where = parts.path.rstrip("/") if parts.scheme == "file" else parts.netloc.rpartition("@")[2]
+        return cls(run_id, f"{parts.scheme}://{where}")
 
 
 

@@ -25,7 +25,6 @@ from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, Upl
 from .pool import DaemonThreadPool
 from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
 from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
-from ..secrets import mask_url
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
 
@@ -58,8 +57,8 @@ class UploadManager:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._up = uploader
-        store = mask_url(str(getattr(uploader, "url", "") or type(uploader).__name__))
-        self._journal = Journal(run_dir, owner=JournalOwner(run_id, store))
+        url = str(getattr(uploader, "url", "") or type(uploader).__name__)
+        self._journal = Journal(run_dir, owner=JournalOwner.of(run_id, url))
         self._store = StoreCheck(uploader, self._journal)
         self._run_dir = run_dir
         self._run_id, self._prefix, self._template = run_id, prefix, key_template
