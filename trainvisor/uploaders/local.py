@@ -12,7 +12,7 @@ from typing import Optional
 
 from .base import Progress, UploadedObject, UploadError
 
-__all__ = ["LocalUploader"]
+__all__ = ["LocalUploader", "file_sha256"]
 
 _CHUNK = 1 << 20
 
@@ -25,7 +25,8 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file's bytes: what a file:// object's checksum says."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
@@ -55,6 +56,20 @@ class LocalUploader:
         except OSError as exc:
             raise UploadError(f"cannot write to {self.url}: {exc.strerror}", retryable=False) from exc
 
+    def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
+        """The stored copy of `key` when it holds exactly the bytes of `local_path` (size, then
+        sha256), else None: asked before sending a file an earlier attempt may have stored."""
+        target = self._target(key)
+        try:
+            if not target.is_file() or target.stat().st_size != os.path.getsize(local_path):
+                return None
+            stored = file_sha256(target)
+            if stored != file_sha256(Path(local_path)):
+                return None
+        except OSError as exc:
+            raise UploadError(f"cannot compare {key} with {local_path}: {exc.strerror}", retryable=True) from exc
+        return UploadedObject(key=key, size=target.stat().st_size, checksum=f"sha256:{stored}")
+
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
         target = self._target(key)
         tmp = target.with_name(f".{target.name}.trainvisor-tmp")
@@ -71,7 +86,7 @@ class LocalUploader:
                         progress(len(chunk))
                 dst.flush()
                 os.fsync(dst.fileno())
-            stored = _sha256(tmp)
+            stored = file_sha256(tmp)
             if stored != src_hash.hexdigest():
                 tmp.unlink()
                 raise UploadError(f"{key}: stored copy does not match the source", retryable=True)
@@ -85,17 +100,3 @@ class LocalUploader:
             if tmp.exists():  # cut short (a failure, or progress() cancelling at close): no debris
                 tmp.unlink()
         return UploadedObject(key=key, size=size, checksum=f"sha256:{stored}")
-
-    def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
-        """The stored copy of `key` when it holds exactly the bytes of `local_path` (size, then
-        sha256), else None: asked before sending a file an earlier attempt may have stored."""
-        target = self._target(key)
-        try:
-            if not target.is_file() or target.stat().st_size != os.path.getsize(local_path):
-                return None
-            stored = _sha256(target)
-            if stored != _sha256(Path(local_path)):
-                return None
-        except OSError as exc:
-            raise UploadError(f"cannot compare {key} with {local_path}: {exc.strerror}", retryable=True) from exc
-        return UploadedObject(key=key, size=target.stat().st_size, checksum=f"sha256:{stored}")

@@ -35,6 +35,7 @@ from .base import Progress, UploadedObject, UploadError
 from .credentials import S3Credentials
 from .pool import DaemonThreadPool
 from .records import ResumeRecords, S3ResumeRecord
+from .s3_open import OpenUploads
 
 __all__ = ["S3Uploader", "part_size_for"]
 
@@ -72,7 +73,7 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-class S3Uploader:
+class S3Uploader(OpenUploads):
     """One bucket. `state_dir` (the run directory) keeps UploadIds so a restarted trainvisor
     resumes; without it, retries within this process still resume."""
 
@@ -273,38 +274,6 @@ class S3Uploader:
             stop.set()
             hashes.join()
         return [f.result() for f in futures]
-
-    def _open_uploads(self, prefix: str) -> list[tuple[str, str]]:
-        """(key, UploadId) of the multipart uploads open in the store under `prefix`."""
-        pages = self._client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=prefix)
-        return [(u["Key"], u["UploadId"]) for page in pages for u in page.get("Uploads", ())]
-
-    def _abort_open(self, key: str) -> None:
-        """Abort the open uploads of exactly `key` (none is recorded: it would have been resumed)."""
-        for found, upload_id in self._open_uploads(key):
-            if found == key:
-                self._abort_id(key, upload_id)
-
-    def _abort_id(self, key: str, upload_id: str) -> None:
-        try:
-            self._client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except ClientError as exc:
-            if _code(exc) != "NoSuchUpload":  # gone already: what was wanted
-                raise
-
-    def abort_unowned(self, prefix: str) -> list[str]:
-        """Abort the multipart uploads open under `prefix` that no resume record owns (the keys,
-        one per upload aborted). Their parts would otherwise stay billed in the bucket."""
-        aborted = []
-        try:
-            for key, upload_id in self._open_uploads(prefix):
-                record = self._recorded(key)
-                if record is None or record.upload_id != upload_id:
-                    self._abort_id(key, upload_id)
-                    aborted.append(key)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(f"listing the open uploads under {prefix}", exc) from exc
-        return aborted
 
     def _abort_recorded(self, key: str) -> None:
         stored = self._records.get(key)
