@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import subprocess
 from pathlib import Path
 
@@ -96,6 +97,14 @@ def _kill_with_two_stored(store: Store, work: Path) -> None:
         shutil.rmtree(store.root / store.prefix / "examples/mnist" / f".{name}.caffemodel.trainvisor-tmp")
 
 
+def _copy(src: Path, dst: Path) -> None:
+    """The run folder copied, sockets a killed process left behind (its log's) aside."""
+    def sockets(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if stat.S_ISSOCK(os.lstat(os.path.join(folder, n)).st_mode)]
+
+    shutil.copytree(src, dst, ignore=sockets)
+
+
 @pytest.fixture(scope="module", params=["s3", "file"])
 def killed(request, moto_module_endpoint, tmp_path_factory):
     """(store, saved run folder, saved store objects): one killed first attempt per store kind,
@@ -108,7 +117,7 @@ def killed(request, moto_module_endpoint, tmp_path_factory):
     saved_objects = store.objects()
     assert sorted(manifests(saved_objects)) == [f"{store.prefix}/lenet_iter_{i}.manifest.json" for i in (10, 20)]
     assert (work / "run" / "uploads.sqlite-wal").stat().st_size > 0  # the journal's rows are in its WAL
-    shutil.copytree(work, base / "saved")
+    _copy(work, base / "saved")
     return store, base / "saved", saved_objects
 
 
@@ -117,7 +126,7 @@ def damaged(killed):
     store, saved, objects = killed
     work = saved.parent / "w"
     shutil.rmtree(work)
-    shutil.copytree(saved, work)  # the same absolute paths: checkpoints.jsonl and the journal name them
+    _copy(saved, work)  # the same absolute paths: checkpoints.jsonl and the journal name them
     store.restore(objects)
     return store, work
 
