@@ -112,9 +112,8 @@ def s3_env(endpoint: str, tmp_path: Path, **overrides: str) -> dict[str, str]:
             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-none"), **overrides}
 
 
-@pytest.fixture
-def moto_endpoint():
-    """A real moto S3 server (HTTP) on 127.0.0.1; its URL."""
+def _moto_server():
+    """A real moto S3 server (HTTP) on 127.0.0.1; its URL, then stopped."""
     import logging
 
     from moto.server import ThreadedMotoServer
@@ -127,3 +126,15 @@ def moto_endpoint():
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def moto_endpoint():
+    """A real moto S3 server (HTTP) on 127.0.0.1; its URL."""
+    yield from _moto_server()
+
+
+@pytest.fixture(scope="module")
+def moto_module_endpoint():
+    """One moto S3 server for a whole test module (each test uses a bucket of its own)."""
+    yield from _moto_server()

@@ -51,6 +51,9 @@ class FaultProxy:
         self._down_until = 0.0
         self._stopping = threading.Event()  # ends every HoldReply at stop()
         self.requests: list[tuple[str, str, str, int]] = []  # method, path, query, status (-1: dropped)
+        self.arrived = 0  # requests that reached the proxy (a held one is logged only when it ends)
+        self.holding = 0  # holds begun: a held request's, or a reply's once the store has acted
+        self._nth: dict[int, Union[float, HoldReply]] = {}
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
         self.url = ""
@@ -92,6 +95,13 @@ class FaultProxy:
             self._faults.append(_Fault(method.upper(), re.compile(path_regex),
                                        re.compile(query_regex) if query_regex else None, action, times))
 
+    def inject_nth(self, n: int, action: Union[float, HoldReply]) -> None:
+        """The `n`-th request to arrive (from 1, whatever it is) gets `action`: a hold (a float:
+        the store does not see it meanwhile) or HoldReply (the store acts, the client never hears).
+        A kill at a chosen moment of a client's sequence of requests, not after a guessed sleep."""
+        with self._lock:
+            self._nth[n] = action
+
     def clear_faults(self) -> None:
         """Forget the faults not yet used."""
         with self._lock:
@@ -116,12 +126,19 @@ class FaultProxy:
 
     def _fault_for(self, method: str, path: str, query: str) -> Optional[Union[int, float, str]]:
         with self._lock:
+            self.arrived += 1
+            if self.arrived in self._nth:
+                return self._nth.pop(self.arrived)
             for f in self._faults:
                 if f.times > 0 and f.method == method and f.path.search(path) and (
                         f.query is None or f.query.search(query)):
                     f.times -= 1
                     return f.action
         return None
+
+    def _holding(self) -> None:
+        with self._lock:
+            self.holding += 1
 
     def _log(self, method: str, target: str, status: int) -> None:
         path, _, query = target.partition("?")
@@ -189,6 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
             p._log(self.command, self.path, -1)
             return self._hang_up()
         if isinstance(fault, float):
+            p._holding()
             p._stopping.wait(fault)  # a slow link: the request is in flight that long (or until stop)
         elif isinstance(fault, int):
             payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
@@ -220,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         data = resp.read()
         p._log(self.command, self.path, resp.status)  # the store has done it, whether or not the client hears
         if isinstance(fault, HoldReply):
+            p._holding()
             p._stopping.wait(fault.seconds)
         try:
             self.send_response(resp.status, resp.reason)

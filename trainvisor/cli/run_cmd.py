@@ -81,7 +81,11 @@ def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], shor
 @click.option("--credentials", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Credentials file (KEY=value lines) instead of the run's own upload.credentials.")
 @click.option("-q", "--quiet", is_flag=True, help="No warnings on stderr (they still go to the run log).")
-def resume(run_dir: str, drain_timeout: Optional[float], credentials: Optional[str], quiet: bool) -> None:
+@click.option("--rebuild-journal", is_flag=True,
+              help="Set the upload journal aside (kept, renamed) and rebuild it from checkpoints.jsonl, "
+                   "the files and the store: for a journal reported damaged or another run's.")
+def resume(run_dir: str, drain_timeout: Optional[float], credentials: Optional[str], quiet: bool,
+           rebuild_journal: bool) -> None:
     """Finish what a killed run left in RUN_DIR: its pending uploads, deletions and manifests."""
     from pathlib import Path
 
@@ -92,7 +96,8 @@ def resume(run_dir: str, drain_timeout: Optional[float], credentials: Optional[s
     problem = finite_non_negative(drain_timeout)
     if problem:
         raise ConfigError(f"--drain-timeout: {problem} (got {drain_timeout!r})")
-    totals = resume_run(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet, credentials=credentials)
+    totals = resume_run(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet, credentials=credentials,
+                        rebuild_journal=rebuild_journal)
     if totals is None:
         click.echo(f"trainvisor: {run_dir} uploads nowhere; nothing to resume", err=True)
         return

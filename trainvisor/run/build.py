@@ -125,7 +125,8 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
 
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
-    with the sets an earlier attempt left unfinished in this run directory queued again."""
+    with the sets an earlier attempt left unfinished in this run directory queued again, and the
+    multipart uploads it left open that nothing owns aborted."""
     from ..uploaders.destinations import RUN_KEYS, key_prefix
     from ..uploaders.manager import UploadManager
 
@@ -134,6 +135,7 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
                             concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload)
     try:
         manager.preflight()
+        manager.sweep_orphans()  # before anything is sent: what a killed attempt left open
         resumed = manager.resume()
     except BaseException:
         manager.close()

@@ -3,7 +3,10 @@
 The run directory says where its checkpoints go (its saved configuration) and which uploads are
 unfinished (the upload journal): those are queued again under the run's own id, so the object
 keys are the ones the first attempt used, a large file continues from the parts the store holds,
-and a file the store already has whole is verified and not sent again."""
+and a file the store already has whole is verified and not sent again.
+
+A damaged or foreign journal stops this with one line; `rebuild_journal=True` sets it aside
+(kept, renamed) and a new one is built from checkpoints.jsonl, the files on disk and the store."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,9 +29,10 @@ log = logging.getLogger("trainvisor")
 
 
 def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool = False,
-           credentials: Optional[str] = None) -> Optional[UploadTotals]:
+           credentials: Optional[str] = None, rebuild_journal: bool = False) -> Optional[UploadTotals]:
     """Finish the run directory's uploads; None when the run uploads nowhere. `credentials`: a
-    credentials file to use instead of the run's own (a secret mounted elsewhere after a restart)."""
+    credentials file to use instead of the run's own (a secret mounted elsewhere after a restart).
+    `rebuild_journal`: set the upload journal aside and rebuild it from the other sources."""
     if read_identity(run_dir) is None:
         raise ConfigError(f"{run_dir} is not a trainvisor run directory (no run.json)")
     config = load_saved_config(run_dir)
@@ -40,6 +44,12 @@ def resume(run_dir: Path, *, drain_timeout: Optional[float] = None, quiet: bool 
         try:
             log.info("run %s attempt %d: resuming the uploads left in %s", rundir.identity.run_id,
                      rundir.identity.attempt, run_dir)
+            if rebuild_journal:
+                from ..uploaders.journal import Journal
+
+                aside = Journal.set_aside(str(run_dir))
+                log.warning("upload journal %s; rebuilding it from checkpoints.jsonl, the files and the store",
+                            f"set aside as {aside}" if aside else "absent")
             return _finish_uploads(config, run_dir, rundir.identity.run_id, drain_timeout)
         finally:
             logs.close()
@@ -58,6 +68,7 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
         return None
     manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id)
     try:
+        manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
         report = manager.drain(timeout)
     finally:

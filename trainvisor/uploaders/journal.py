@@ -5,23 +5,39 @@ file had when it was queued, so a file that changed is queued again rather than 
 a restart on the same run directory finds what is unfinished. Each checkpoint set is recorded
 too, until its manifest is verified, so a restart re-submits whole sets: manifests still come
 last, and files already verified in their current version are not uploaded again.
+
+The journal defends itself: when opened it is checked (SQLite's integrity check, its schema
+version, and the run and store it belongs to, recorded on first use). A damaged or foreign
+journal raises JournalError, one line naming the remedy; it is never read as "nothing to do".
+`set_aside` moves one out of the way so a new one can be rebuilt from checkpoints.jsonl, the
+files and the store (`trainvisor resume --rebuild-journal`).
 """
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Optional
+from typing import Callable, Collection, Optional
+from urllib.parse import urlsplit
 
 from ..checkpoints import checkpoint_from_dict, checkpoint_to_dict
+from ..errors import TrainvisorError
 from ..events import Checkpoint
+from ..secrets import mask_url
 
-__all__ = ["Journal", "JournalEntry", "JournalStates", "QUEUED", "UPLOADING", "VERIFIED", "FAILED"]
+__all__ = ["Journal", "JournalEntry", "JournalError", "JournalStates", "JournalOwner", "QUEUED", "UPLOADING",
+           "VERIFIED", "FAILED", "SCHEMA_VERSION", "JOURNAL_FILE"]
 
 QUEUED, UPLOADING, VERIFIED, FAILED = "queued", "uploading", "verified", "failed"
+# UPLOADING also means "the store may hold it already": before sending, the store is asked.
+
+SCHEMA_VERSION = 1
+"""PRAGMA user_version of the journals this trainvisor writes (0: an older one, adopted)."""
+JOURNAL_FILE = "uploads.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -40,8 +56,43 @@ CREATE TABLE IF NOT EXISTS sets (
     checkpoint TEXT NOT NULL,
     state TEXT NOT NULL,
     updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS owner (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 )
 """
+_REBUILD = "run `trainvisor resume RUN_DIR --rebuild-journal` to set it aside and rebuild it"
+
+
+class JournalError(TrainvisorError):
+    """The upload journal cannot be trusted (damaged, newer, another run's): its one line names
+    the file and the remedy. Exit code 3, as for an upload that failed."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
+class JournalOwner:
+    """What a journal belongs to: the run (its id) and the store (the destination URL)."""
+
+    run_id: str
+    store: str
+
+    @classmethod
+    def of(cls, run_id: str, url: str) -> "JournalOwner":
+        """The owner for a destination URL: the store is its scheme and bucket (a file://
+        store's directory), without a key prefix's slashes, a query or a password, so the same
+        store written another way (`s3://b/p/`, `s3://b/p`) is the same owner."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return cls(run_id, url)
+        if not parts.scheme:
+            return cls(run_id, url)
+        where = parts.path.rstrip("/") if parts.scheme == "file" else parts.netloc.rpartition("@")[2]
+        return cls(run_id, f"{parts.scheme}://{where}")
+
 
 
 @dataclass(frozen=True)
@@ -68,14 +119,35 @@ class JournalStates:
 class Journal:
     """Thread-safe (one connection behind a lock); every change is committed before it returns."""
 
-    def __init__(self, run_dir: str) -> None:
-        path = Path(run_dir) / "uploads.sqlite"
+    def __init__(self, run_dir: str, *, owner: Optional[JournalOwner] = None) -> None:
+        path = Path(run_dir) / JOURNAL_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            _check(self._db, path)
+            if owner is not None:
+                _claim(self._db, path, owner)
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
+            self._db.close()
+            raise JournalError(f"upload journal {path} is damaged ({exc}): {_REBUILD}") from None
+        except JournalError:
+            self._db.close()
+            raise
+
+    @staticmethod
+    def set_aside(run_dir: str, clock: Callable[[], float] = time.time) -> Optional[Path]:
+        """Move the journal (and its WAL and shared memory) aside, kept for a post-mortem, so the
+        next Journal starts empty; the name it was moved to, or None when there was none."""
+        path = Path(run_dir) / JOURNAL_FILE
+        if not path.exists():
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock()))
+        aside = path.with_name(f"{JOURNAL_FILE}.set-aside-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{path}{suffix}").exists():
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        return aside
 
     def queue(self, key: str, path: str, *, size: int, mtime_ns: int) -> bool:
         """Queue `path` for `key`; False when that exact version is already verified or pending."""
@@ -89,6 +161,29 @@ class Journal:
                 (key, path, size, mtime_ns, QUEUED, time.time()),
             )
             return True
+
+    def unsure(self, key: str, path: str, *, size: int, mtime_ns: int) -> None:
+        """Record `key` as possibly in the store already: a restart cannot know what happened
+        after the journal's last row (a kill, a WAL lost or cut), so a key the journal forgot or
+        holds queued is uploaded only after the store was asked. Other states are left as is."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO files (key, path, size, mtime_ns, state, updated) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET state=excluded.state WHERE files.state=?",
+                (key, path, size, mtime_ns, UPLOADING, time.time(), QUEUED))
+
+    def doubt(self, keys: Collection[str]) -> None:
+        """The store does not hold what these verified keys say (a manifest missing): they are
+        asked of the store again before anything is counted done or sent."""
+        with self._lock:
+            self._db.executemany("UPDATE files SET state=?, updated=? WHERE key=? AND state=?",
+                                 [(UPLOADING, time.time(), k, VERIFIED) for k in keys])
+
+    def set_state(self, set_key: str) -> Optional[str]:
+        """The journaled state of one set, None when the journal does not know it."""
+        with self._lock:
+            row = self._db.execute("SELECT state FROM sets WHERE set_key=?", (set_key,)).fetchone()
+        return None if row is None else row[0]
 
     def start(self, key: str) -> None:
         self._set(key, "state=?, attempts=attempts+1", (UPLOADING,))
@@ -197,3 +292,34 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _check(db: sqlite3.Connection, path: Path) -> None:
+    """SQLite's own integrity check and the schema version; the tables made when missing."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    problems = [row[0] for row in db.execute("PRAGMA integrity_check(5)").fetchall()]
+    if problems != ["ok"]:
+        raise JournalError(f"upload journal {path} is damaged ({problems[0]}): {_REBUILD}")
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise JournalError(f"upload journal {path} was written by a newer trainvisor (schema {version}, "
+                           f"this one reads {SCHEMA_VERSION})")
+    db.executescript(_SCHEMA)
+    if version < SCHEMA_VERSION:
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _claim(db: sqlite3.Connection, path: Path, owner: JournalOwner) -> None:
+    """Record the owner on first use; a journal of another run or store is refused: its
+    'verified' rows say nothing about this run's objects."""
+    wanted = {"run_id": owner.run_id, "store": owner.store}
+    found = dict(db.execute("SELECT name, value FROM owner").fetchall())
+    for name, value in wanted.items():
+        if name not in found:
+            db.execute("INSERT INTO owner (name, value) VALUES (?, ?)", (name, value))
+        elif found[name] != value:
+            raise JournalError(
+                f"upload journal {path} belongs to run {found.get('run_id', '?')} uploading to "
+                f"{mask_url(found.get('store', '?'))}, not to run {owner.run_id} uploading to "
+                f"{mask_url(owner.store)}: {_REBUILD}")

@@ -57,6 +57,20 @@ class LocalUploader:
         except OSError as exc:
             raise UploadError(f"cannot write to {self.url}: {exc.strerror}", retryable=False) from exc
 
+    def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
+        """The stored copy of `key` when it holds exactly the bytes of `local_path` (size, then
+        sha256), else None: asked before sending a file an earlier attempt may have stored."""
+        target = self._target(key)
+        try:
+            if not target.is_file() or target.stat().st_size != os.path.getsize(local_path):
+                return None
+            stored = file_sha256(target)
+            if stored != file_sha256(Path(local_path)):
+                return None
+        except OSError as exc:
+            raise UploadError(f"cannot compare {key} with {local_path}: {exc.strerror}", retryable=True) from exc
+        return UploadedObject(key=key, size=target.stat().st_size, checksum=f"sha256:{stored}")
+
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
         target = self._target(key)
         tmp = target.with_name(f".{target.name}.trainvisor-tmp")

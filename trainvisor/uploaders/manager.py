@@ -3,7 +3,9 @@
 `submit` only journals and hands the set to an executor (a future per set), so the reader thread
 never waits on the network. `drain` waits on those futures with a timeout and reports what the
 journal says at that moment. `resume` re-submits the sets a killed trainvisor left unfinished in
-the same run directory; a file whose current version is already verified is not uploaded again.
+the same run directory (reconcile.py: the journal, checkpoints.jsonl, the files, the store); a file
+whose current version is already verified is not uploaded again. No multipart upload is left open:
+`sweep_orphans` aborts those under the run's keys that no record owns.
 """
 from __future__ import annotations
 
@@ -13,87 +15,20 @@ import random
 import threading
 import time
 from concurrent.futures import Executor, Future, wait
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..defaults import UPLOAD_CONCURRENCY
 from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
+from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, UploadProgress
 from .pool import DaemonThreadPool
-from .journal import FAILED, QUEUED, UPLOADING, VERIFIED, Journal, JournalStates
+from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
+from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
 
 log = logging.getLogger("trainvisor.upload")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter. Retryable errors are retried up to `attempts` times,
-    by default without limit: an outage of the store must not lose a checkpoint, and at exit
-    `--drain-timeout` bounds the wait (what is left is journaled and resumed next time)."""
-
-    attempts: Optional[int] = None
-    base: float = 0.5
-    cap: float = 30.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0, min(self.cap, self.base * 2 ** attempt))
-
-
-@dataclass(frozen=True)
-class DrainReport:
-    """What the journal says when drain returns, by key: not yet verified (queued, uploading, or
-    a set whose manifest is not verified), failed for good, and verified."""
-
-    pending: tuple[str, ...]
-    failed: tuple[str, ...] = field(default=())
-    verified: tuple[str, ...] = field(default=())
-    sets: JournalStates = field(default=JournalStates((), (), ()))
-    """The same for whole checkpoint sets (by set key), which is what a person counts."""
-
-
-@dataclass(frozen=True)
-class SetOutcome:
-    """What a submitted set's future resolves to: its set key and its journal state
-    (`verified`, `failed`, or `queued` when the manager stopped before it finished)."""
-
-    set_key: str
-    state: str
-
-
-class UploadCancelled(UploadError):
-    """Raised from the progress callback once the manager is closing: the uploader stops at its
-    next chunk or part, its resume record kept, so exit is not held up by a large upload."""
-
-    def __init__(self) -> None:
-        super().__init__("cancelled: trainvisor is stopping", retryable=True)
-
-
-@dataclass(frozen=True)
-class UploadProgress:
-    """Bytes and files so far, over everything submitted (a resumed file counts from its start)."""
-
-    bytes_done: int
-    bytes_total: int
-    files_done: int
-    files_total: int
-    files_skipped: int = 0
-    """Files found already verified in their current version (not uploaded again)."""
-    bytes_skipped: int = 0
-    """Their bytes: counted in `bytes_done` (the progress bar's whole), never sent."""
-    sets_verified: int = 0
-    sets_failed: int = 0
-    """Checkpoint sets whose upload ended, verified or failed for good, in this manager's life."""
-
-    @property
-    def files_sent(self) -> int:
-        return self.files_done - self.files_skipped
-
-    @property
-    def bytes_sent(self) -> int:
-        return self.bytes_done - self.bytes_skipped
 
 
 class UploadManager:
@@ -122,7 +57,9 @@ class UploadManager:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._up = uploader
-        self._journal = Journal(run_dir)
+        url = str(getattr(uploader, "url", "") or type(uploader).__name__)
+        self._journal = Journal(run_dir, owner=JournalOwner.of(run_id, url))
+        self._store = StoreCheck(uploader, self._journal)
         self._run_dir = run_dir
         self._run_id, self._prefix, self._template = run_id, prefix, key_template
         self._delete = delete_after_upload
@@ -184,24 +121,63 @@ class UploadManager:
             self._futures.discard(future)
 
     def resume(self) -> int:
-        """Re-submit the sets an earlier trainvisor left unfinished in this run directory.
-
-        A set whose files are gone is recorded as failed and reported, never silently dropped."""
-        count = 0
-        for cp in self._journal.unfinished_sets():
-            missing = [f for f in cp.files if not os.path.exists(f.path)]
-            if missing:
-                self._journal.set_done(self._set_key(cp), FAILED)
-                for f in missing:
-                    self._journal.gone(self.key_for(f.relpath), f.path, "file gone before its upload resumed")
-                with self._lock:
-                    self._keys.update(self.key_for(f.relpath) for f in missing)
-                    self._set_keys.add(self._set_key(cp))
-                    self._sets_ended[FAILED] += 1
-                continue
+        """Re-submit what an earlier trainvisor left unfinished in this run directory: the
+        journal's unfinished sets and every set checkpoints.jsonl records complete that the
+        journal does not hold verified (its rows may be lost). A set whose files are gone is
+        recorded as failed and reported, never silently dropped."""
+        recorded = read_checkpoint_record(os.path.join(self._run_dir, CHECKPOINT_RECORD)) if self._manifests else []
+        plan = plan_resume(self._journal, recorded, self._set_key, self.key_for)
+        for cp, missing in plan.gone:
+            self._journal.add_set(self._set_key(cp), cp)
+            self._journal.set_done(self._set_key(cp), FAILED)
+            gone = [f for f in cp.files if f.path in missing]
+            for f in gone:
+                self._journal.gone(self.key_for(f.relpath), f.path, "file gone before its upload resumed")
+            log.error("checkpoint %s cannot be uploaded: %s gone", cp.name, ", ".join(missing))
+            with self._lock:
+                self._keys.update(self.key_for(f.relpath) for f in gone)
+                self._set_keys.add(self._set_key(cp))
+                self._sets_ended[FAILED] += 1
+        for cp in plan.submit:
             self.submit(cp)
-            count += 1
-        return count
+        return len(plan.submit)
+
+    def recheck_verified(self) -> int:
+        """Ask the store for the manifest of every set checkpoints.jsonl records and the journal
+        holds verified (`trainvisor resume`: nothing counted done on the journal's word alone):
+        a set whose manifest the store lacks is uploaded again, its files asked of the store
+        first. Every recorded set is then in this manager's report. The sets sent again."""
+        recorded = read_checkpoint_record(os.path.join(self._run_dir, CHECKPOINT_RECORD)) if self._manifests else []
+        again = 0
+        for set_key, cp in verified_sets(self._journal, recorded, self._set_key).items():
+            mpath = os.path.join(self._run_dir, f".{cp.name}.manifest.json")
+            if os.path.exists(mpath) and self._store.in_store(mpath, set_key) is None:
+                log.warning("checkpoint %s is journaled verified but its manifest is not in the store: "
+                            "uploading it again", cp.name)
+                self._journal.doubt([set_key, *(self.key_for(f.relpath) for f in cp.files)])
+                self.submit(cp)
+                again += 1
+            with self._lock:
+                self._set_keys.add(set_key)
+        return again
+
+    def sweep_orphans(self) -> tuple[str, ...]:
+        """Abort the store's open multipart uploads under this run's keys that no resume record
+        owns (a kill between CreateMultipartUpload and its record, a create retried after a lost
+        reply): they would stay billed for ever. Only for keys under the run id (never another
+        run's); a store that cannot list them is skipped. The keys aborted, each logged."""
+        sweep = getattr(self._up, "abort_unowned", None)
+        if sweep is None or "{run_id}" not in self._template:
+            return ()
+        prefix = self.key_for("")
+        try:
+            aborted = tuple(sweep(prefix))
+        except UploadError as exc:
+            log.warning("cannot list the open multipart uploads under %s (%s): left to the next start", prefix, exc)
+            return ()
+        for key in aborted:
+            log.warning("aborted an open multipart upload of %s that no journal entry owned", key)
+        return aborted
 
     def progress(self) -> UploadProgress:
         with self._lock:
@@ -252,53 +228,30 @@ class UploadManager:
         return VERIFIED
 
     def _upload_manifest(self, manifest: Manifest) -> str:
+        """Written once: the local copy is rewritten only when it changed, and the store is
+        asked before the PUT (a kill may have come between an earlier PUT and its journal row)."""
         mkey = self.key_for(manifest.name + ".manifest.json")
         mpath = os.path.join(self._run_dir, f".{manifest.name}.manifest.json")
-        with open(mpath, "w") as out:
-            out.write(manifest.to_json())
+        text = manifest.to_json()
+        try:
+            with open(mpath) as old:
+                same = old.read() == text
+        except OSError:
+            same = False
+        if not same:
+            with open(mpath, "w") as out:
+                out.write(text)
         st = os.stat(mpath)
         self._journal.queue(mkey, mpath, size=st.st_size, mtime_ns=st.st_mtime_ns)
-        if self._upload_one(mpath, mkey) is not None:
+        if self._upload_one(mpath, mkey, ask_store=True) is not None:
             return VERIFIED
         if self._stopping.is_set():
             return QUEUED
         self._journal.set_done(mkey, FAILED)
         return FAILED
 
-    def _already_verified(self, path: str, key: str) -> Optional[UploadedObject]:
-        """The stored object, when exactly this version of `path` was verified before
-        (by this trainvisor or by one killed earlier on the same run directory)."""
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        checksum = self._journal.verified_checksum(key, size=st.st_size, mtime_ns=st.st_mtime_ns)
-        return None if checksum is None else UploadedObject(key=key, size=st.st_size, checksum=checksum)
-
-    def _stored_by_interrupted_attempt(self, path: str, key: str) -> Optional[UploadedObject]:
-        """An attempt of an earlier trainvisor that was killed while uploading `key` (journaled
-        `uploading`) may have finished it in the store: when the destination can tell
-        (`stored(path, key)`) and the object is exactly this file, it is journaled verified
-        rather than sent again. Any doubt (an error, the file changing) means: upload it."""
-        find = getattr(self._up, "stored", None)
-        entry = self._journal.get(key)
-        if find is None or entry is None or entry.state != UPLOADING:
-            return None
-        try:
-            before = os.stat(path)
-            obj = find(path, key)
-            after = os.stat(path)
-        except (OSError, UploadError) as exc:
-            log.info("cannot tell whether %s is already stored (%s): uploading it", key, exc)
-            return None
-        if obj is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
-            return None
-        self._journal.verified(key, obj.checksum, size=after.st_size, mtime_ns=after.st_mtime_ns)
-        log.info("%s was stored by an interrupted attempt (%s): verified, not sent again", key, obj.checksum)
-        return obj
-
-    def _upload_one(self, path: str, key: str) -> Optional[UploadedObject]:
-        done = self._already_verified(path, key) or self._stored_by_interrupted_attempt(path, key)
+    def _upload_one(self, path: str, key: str, *, ask_store: bool = False) -> Optional[UploadedObject]:
+        done = self._store.known(path, key, ask_store=ask_store)
         if done is not None:
             with self._lock:
                 self._bytes_done += done.size
@@ -395,4 +348,6 @@ class UploadManager:
         if running:
             log.warning("%d upload(s) still running at close; the journal resumes them next time", len(running))
             return  # the journal stays open for them: closing it under a writer would lose their record
+        if self._keys and not self._journal.states(self._keys).pending:
+            self.sweep_orphans()  # all done: any upload still open under the run's keys is debris
         self._journal.close()

@@ -35,6 +35,7 @@ from .base import Progress, ReadError, StoredObject, UploadedObject, UploadError
 from .credentials import S3Credentials
 from .pool import DaemonThreadPool
 from .records import ResumeRecords, S3ResumeRecord
+from .s3_open import OpenUploads
 
 __all__ = ["S3Uploader", "part_size_for", "file_etag"]
 
@@ -92,7 +93,7 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-class S3Uploader:
+class S3Uploader(OpenUploads):
     """One bucket. `state_dir` (the run directory) keeps UploadIds so a restarted trainvisor
     resumes; without it, retries within this process still resume."""
 
@@ -232,6 +233,7 @@ class S3Uploader:
                     return done
                 record = None
         if record is None:
+            self._abort_open(key)  # created by a killed attempt before its record was written
             upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=key,
                                                              **self._checksum)["UploadId"]
             record = S3ResumeRecord(upload_id, self.bucket, st.st_size, st.st_mtime_ns, part)
