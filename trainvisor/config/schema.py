@@ -82,6 +82,9 @@ class ParsingConfig(Section):
     ranks: str = setting(DEFAULT_RANKS, check=rank_selection,
                          help="With a launcher's rank prefixes ([default0]:, [1,0]<stdout>:, srun's 0: ), whose "
                               "metrics are reported: a rank (0), ranks (0,3) or all; each record says its rank.")
+    follow: tuple[str, ...] = setting((), help="Metric files the training writes beside its log, followed as sources "
+                                              "(GLOB, relative to the working directory): JSON lines, CSV with a "
+                                              "header, trainer_state.json; each record's stream is file:PATH.")
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,13 @@ class Pipeline:
             self._dispatch(events)
         self.tick()
 
+    def records(self, events: Sequence[Event]) -> None:
+        """Records a source made itself (a followed metric file: `source.Records`), to the sinks
+        as the parser's are; no parser or line hook sees them."""
+        if events:
+            self._dispatch(list(events))
+        self.tick()
+
     def tick(self) -> None:
         """Flush sinks when `flush_interval` has passed; called per block and when idle."""
         now = self._clock()
