@@ -13,7 +13,9 @@ numeric value, named and phased the way the console parsers name theirs (`split_
   record.
 
 In every record ``epoch`` is the metric's epoch and ``step``, ``iter`` or ``iteration`` its
-iteration; they are not metrics themselves.
+iteration; they are not metrics themselves. A record with neither that holds text as well as
+numbers describes a setup, not a step (mmdetection's first line: its environment and seed): it
+gives no metric.
 """
 from __future__ import annotations
 
@@ -94,6 +96,8 @@ def record_metrics(record: dict, *, line: int, source: str, wall_time: float) ->
         number = _number(raw)
         if number is not None:
             values.append((key, number))
+    if epoch is None and iteration is None and len(values) < len(flat):
+        return []  # a setup record, not a step's (mmdetection's first line: its environment, its seed)
     out = []
     for key, value in values:
         split = split_phase(key)
