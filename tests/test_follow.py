@@ -88,7 +88,8 @@ def test_a_csv_written_in_pieces_each_row_once_whole_lines_only(tmp_path):
         fh.write("25\n         2,        1.125,\n")
     got = rows(metrics_of(files.sweep()))
     src = "file:runs/results.csv"
-    assert got == [("box_loss", "train", 1.0, None, 1.25, 2, src), ("metrics/mAP50(B)", "train", 1.0, None, 0.125, 2, src),
+    assert got == [("box_loss", "train", 1.0, None, 1.25, 2, src),
+                   ("metrics/mAP50(B)", "train", 1.0, None, 0.125, 2, src),
                    ("box_loss", "train", 2.0, None, 1.125, 3, src)]
     assert files.sweep() == [] and files.sweep(final=True) == []
 

@@ -49,7 +49,6 @@ PARSING_FLAGS = (
 RUN_FLAGS = PARSING_FLAGS + (
     Flag("--metrics", ("sinks", "jsonl"), metavar="PATH"),
     Flag("--sink", ("sinks", "use"), metavar="NAME"),
-    Flag("--follow", ("parsing", "follow"), metavar="GLOB"),
     Flag("--run-dir", ("run", "dir"), metavar="DIR"),
     Flag("--run-id", ("run", "id")),
     Flag("--log-file", ("process", "output_log"), metavar="PATH"),
@@ -69,6 +68,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--solver-watch", ("watch", "solver_watch"), switch="--no-solver-watch"),
     Flag("--announced-watch", ("watch", "announced"), switch="--no-announced-watch"),
     Flag("--default-watch", ("watch", "defaults"), switch="--no-default-watch"),
+    Flag("--follow", ("watch", "follow"), metavar="GLOB"),
     Flag("--upload-to", ("upload", "to"), metavar="URL"),
     Flag("--drain-timeout", ("upload", "drain_timeout"), metavar="SECONDS"),
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),

@@ -21,6 +21,7 @@ from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
 from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection, setting,
                        share, stop_rules, upload_policy)
+from .settings import globs
 
 __all__ = [
     "RunConfig",
@@ -82,9 +83,6 @@ class ParsingConfig(Section):
     ranks: str = setting(DEFAULT_RANKS, check=rank_selection,
                          help="With a launcher's rank prefixes ([default0]:, [1,0]<stdout>:, srun's 0: ), whose "
                               "metrics are reported: a rank (0), ranks (0,3) or all; each record says its rank.")
-    follow: tuple[str, ...] = setting((), help="Metric files the training writes beside its log, followed as sources "
-                                              "(GLOB, relative to the working directory): JSON lines, CSV with a "
-                                              "header, trainer_state.json; each record's stream is file:PATH.")
 
 
 @dataclass(frozen=True)
@@ -136,6 +134,10 @@ class WatchConfig(Section):
     defaults: bool = setting(True, help="With upload.to and no watched directory, watch the frameworks' default "
                                         "checkpoint locations (lightning_logs, checkpoints, --output_dir, the working "
                                         "directory's own files); needs `announced`.")
+    follow: tuple[str, ...] = setting((), check=globs,
+                                      help="Metric files the training writes beside its log, followed as sources "
+                                           "(GLOB, relative to the working directory): JSON lines, CSV with a "
+                                           "header, trainer_state.json; each record's stream is file:PATH.")
 
 
 @dataclass(frozen=True)

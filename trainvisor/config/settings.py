@@ -123,3 +123,11 @@ def stop_rules(value: Any) -> Optional[str]:
         if problem:
             return problem
     return None
+
+
+def globs(value: Any) -> Optional[str]:
+    """`watch.follow`: each a file pattern; an empty one would follow nothing, silently."""
+    for pattern in value or ():
+        if not str(pattern).strip():
+            return "each must be a file pattern (GLOB), not empty"
+    return None

@@ -1,4 +1,4 @@
-"""Metric files as sources (`--follow GLOB`, `parsing.follow`): the files a training writes beside
+"""Metric files as sources (`--follow GLOB`, `watch.follow`): the files a training writes beside
 its log (Lightning's metrics.csv, detectron2's metrics.json, mmdetection's *.log.json, a Trainer's
 trainer_state.json, Ultralytics' results.csv), followed while it runs, their records handed to the
 pipeline thread through the run's channel (`stream.source.Records`), after the console's.
@@ -29,7 +29,8 @@ from ..parsers.metricfiles import file_kind
 from ..stream.source import End, Records
 from .followfile import FollowedFile
 
-__all__ = ["MetricFiles", "MetricFollower", "follower_for", "FOLLOW_INTERVAL", "SOURCE_PREFIX", "reported_lines", "with_records"]
+__all__ = ["MetricFiles", "MetricFollower", "follower_for", "FOLLOW_INTERVAL", "SOURCE_PREFIX", "reported_lines",
+           "with_records"]
 
 log = logging.getLogger("trainvisor")
 
@@ -132,9 +133,9 @@ class MetricFollower:
 
 
 def follower_for(run) -> Optional[MetricFollower]:
-    """The follower of `run`'s `parsing.follow` globs (None without any), under the training's
+    """The follower of `run`'s `watch.follow` globs (None without any), under the training's
     working directory; a run started again on its directory goes on after what it reported."""
-    patterns = run.config.parsing.follow
+    patterns = run.config.watch.follow
     if not patterns:
         return None
     cwd = run.config.process.cwd or os.getcwd()
