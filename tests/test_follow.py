@@ -189,3 +189,25 @@ def test_a_copy_of_the_real_log_beside_a_file_that_is_no_json_gives_only_json_re
     got = metrics_of(MetricFiles(["*.log.json"], cwd=str(tmp_path)).sweep(final=True))
     assert {m.stream for m in got} == {"file:a.log.json"}
     assert rows(got) == expected_mmdet(src.read_text().splitlines(), "file:a.log.json")
+
+
+def test_followed_records_go_to_every_sink_but_the_timeline_which_reads_the_console(tmp_path):
+    from trainvisor.parsers import ParserOptions, create_parser
+    from trainvisor.sinks.stats import StatsSink
+    from trainvisor.stream.engine import StreamEngine
+    from trainvisor.stream.pipeline import Pipeline
+    from trainvisor.stream.source import Chunk, End, Eof
+    from trainvisor.timeline.runner import TimelineSink
+
+    write_csv(tmp_path / "metrics.csv", ["epoch", "step", "train_loss"], [[0, 9, 0.5], [1, 19, 0.25]])
+    (records,) = MetricFiles(["metrics.csv"], cwd=str(tmp_path)).sweep()
+    timeline_events: list = []
+    stats = StatsSink()
+    pipeline = Pipeline(create_parser("generic", ParserOptions(year=2026)),
+                        sinks=[stats, TimelineSink(timeline_events.extend)])
+    line = b"epoch=5 loss=0.125\n"
+    StreamEngine(pipeline).drive([Chunk("stdout", line, 0.0, 0.0), records, Eof("stdout"), End()])
+    pipeline.finish()
+    assert stats.metrics == 3 and pipeline.stats.events == 3  # the console's one and the file's two
+    assert [(e.epoch, dict(e.values)) for e in timeline_events if type(e).__name__ == "EpochEnd"] == \
+        [(5, {"train/loss": 0.125})]

@@ -93,9 +93,19 @@ class Pipeline:
 
     def records(self, events: Sequence[Event]) -> None:
         """Records a source made itself (a followed metric file: `source.Records`), to the sinks
-        as the parser's are; no parser or line hook sees them."""
+        as the parser's are, except a sink that reads the console's records only (`console_only`:
+        the timeline, whose epochs would go back and forth between two sources); no parser or
+        line hook sees them."""
         if events:
-            self._dispatch(list(events))
+            events = list(events)
+            self._events += len(events)
+            for sink in self.sinks:
+                if getattr(sink, "console_only", False):
+                    continue
+                try:
+                    sink.write(events)
+                except Exception as exc:
+                    self.faults.record("sink " + _component_name(sink), exc)
         self.tick()
 
     def tick(self) -> None:
