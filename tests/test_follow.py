@@ -211,3 +211,19 @@ def test_followed_records_go_to_every_sink_but_the_timeline_which_reads_the_cons
     assert stats.metrics == 3 and pipeline.stats.events == 3  # the console's one and the file's two
     assert [(e.epoch, dict(e.values)) for e in timeline_events if type(e).__name__ == "EpochEnd"] == \
         [(5, {"train/loss": 0.125})]
+
+
+def test_each_checkpoints_trainer_state_json_gives_only_the_entries_no_earlier_one_gave(tmp_path):
+    """The Trainer writes the whole history so far into each checkpoint-N/: an entry once."""
+    history = [{"epoch": 0.5, "loss": 0.75, "step": 10}, {"epoch": 1.0, "loss": 0.5, "step": 20},
+               {"epoch": 1.0, "eval_loss": 0.625, "step": 20}]
+    files = MetricFiles(["out/*/trainer_state.json"], cwd=str(tmp_path))
+    got = []
+    for step, upto in ((10, 1), (20, 3)):
+        (tmp_path / "out" / f"checkpoint-{step}").mkdir(parents=True)
+        (tmp_path / "out" / f"checkpoint-{step}" / "trainer_state.json").write_text(
+            json.dumps({"global_step": step, "log_history": history[:upto]}))
+        got += rows(metrics_of(files.sweep()))
+    assert got == [("loss", "train", 0.5, 10, 0.75, 1, "file:out/checkpoint-10/trainer_state.json"),
+                   ("loss", "train", 1.0, 20, 0.5, 2, "file:out/checkpoint-20/trainer_state.json"),
+                   ("loss", "val", 1.0, 20, 0.625, 3, "file:out/checkpoint-20/trainer_state.json")]

@@ -11,7 +11,9 @@ A follower thread looks at the globs every `interval` seconds: files may appear 
 directories that appear late (Lightning makes `lightning_logs/version_N/` when `fit` starts); the
 run's own directory is never followed. When a child ends, one last sweep reads what it wrote last,
 before the engine's end. One `MetricFiles` lives as long as its run, so a restarted child's records
-continue its files' counts: each line of a file is reported once within a run. A run started again
+continue its files' counts: each line of a file is reported once within a run. A Trainer writes
+its whole log history so far into each checkpoint-N/trainer_state.json: an entry is reported from
+the first of them read that has it, never again from a later one. A run started again
 on its run directory (`trainvisor resume`, a restarted sidecar) reads, from the metrics file
 written before, how many lines of each file were reported, and goes on after them.
 """
@@ -25,7 +27,7 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator, Mapping, Optional
 
-from ..parsers.metricfiles import file_kind
+from ..parsers.metricfiles import KIND_DOCUMENT, file_kind
 from ..stream.source import End, Records
 from .followfile import FollowedFile
 
@@ -48,9 +50,12 @@ class MetricFiles:
         self.patterns = tuple(patterns)
         self.cwd = os.path.abspath(cwd)
         self._exclude = tuple(os.path.abspath(p).rstrip(os.sep) + os.sep for p in exclude)
-        self._done = done  # a callable: read at the first sweep (a sidecar cuts its metrics file first)
+        # read at the first sweep (a sidecar cuts its metrics file back first)
+        self._done_of = done if callable(done) else (lambda: done)
+        self._done: Optional[dict[str, int]] = None
         self._wall = wall_clock
         self._files: dict[str, FollowedFile] = {}
+        self._history = 0  # log_history entries reported, over every trainer_state.json
 
     @property
     def files(self) -> tuple[FollowedFile, ...]:
@@ -58,8 +63,9 @@ class MetricFiles:
 
     def sweep(self, *, final: bool = False) -> list[Records]:
         """The records each followed file gained since the last sweep, a `Records` per file."""
-        if callable(self._done):
-            self._done = dict(self._done())
+        if self._done is None:
+            self._done = dict(self._done_of())
+            self._history = max((n for src, n in self._done.items() if file_kind(src) == KIND_DOCUMENT), default=0)
         for path in self._matches():
             if path not in self._files:
                 source = self.source_of(path)
@@ -68,7 +74,12 @@ class MetricFiles:
         out = []
         now = self._wall()
         for followed in self._files.values():
+            document = followed.kind == KIND_DOCUMENT
+            if document:  # each checkpoint-N/ holds the whole history so far: a later one goes on after
+                followed.done = max(followed.done, self._history)
             metrics = followed.read(now, final=final)
+            if document:
+                self._history = max(self._history, followed.done)
             if final:  # at the end, what was more than one read's worth
                 more = metrics
                 while more:
