@@ -2,8 +2,8 @@
 written as frameworks write them: mmdetection's real *.log.json written in pieces, a CSV written in
 pieces, Lightning's own CSVLogger rewriting metrics.csv with a wider header (no row twice), files
 and their directories appearing late, a trainer_state.json rewritten in place, and a run started
-again on its directory going on after what it reported. Sweeps are called directly: no thread,
-no clock."""
+again on its directory going on after what it reported. Sweeps are called directly (no clock,
+no waiting); the follower's thread only where its start and stop are what is tested."""
 from __future__ import annotations
 
 import csv
@@ -227,3 +227,19 @@ def test_each_checkpoints_trainer_state_json_gives_only_the_entries_no_earlier_o
     assert got == [("loss", "train", 0.5, 10, 0.75, 1, "file:out/checkpoint-10/trainer_state.json"),
                    ("loss", "train", 1.0, 20, 0.5, 2, "file:out/checkpoint-20/trainer_state.json"),
                    ("loss", "val", 1.0, 20, 0.625, 3, "file:out/checkpoint-20/trainer_state.json")]
+
+
+def test_a_follower_whose_globs_matched_nothing_says_so_once_and_its_last_sweep_reads_all(tmp_path, caplog):
+    from trainvisor.run.follow import MetricFollower
+
+    put: list[Records] = []
+    follower = MetricFollower(MetricFiles(["out/metrics.json"], cwd=str(tmp_path)), interval=3600)
+    with caplog.at_level("WARNING", logger="trainvisor"):
+        follower.start(put.append)
+        follower.stop()
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "metrics.json").write_text('{"iteration": 1, "loss": 0.5}\n{"iteration": 2, "loss": 0.25}')
+        follower.start(put.append)  # a restarted child: the same files, their counts go on
+        follower.stop()  # the last sweep, the thread never having looked: the unfinished last line too
+    assert [r.message for r in caplog.records] == [f"--follow out/metrics.json: no file matched (under {tmp_path})"]
+    assert [(m.iteration, m.value, m.line) for r in put for m in r.events] == [(1, 0.5, 1), (2, 0.25, 2)]

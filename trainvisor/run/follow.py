@@ -116,6 +116,7 @@ class MetricFollower:
         self._put: Callable[[Records], None] = lambda r: None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._warned = False
 
     def start(self, put: Callable[[Records], None]) -> None:
         self._put = put
@@ -130,6 +131,9 @@ class MetricFollower:
             self._thread.join()
             self._thread = None
         self._sweep(final=True)
+        if not self.files.files and not self._warned:  # said, never a silent nothing
+            self._warned = True
+            log.warning("--follow %s: no file matched (under %s)", " ".join(self.files.patterns), self.files.cwd)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
