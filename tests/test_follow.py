@@ -243,3 +243,13 @@ def test_a_follower_whose_globs_matched_nothing_says_so_once_and_its_last_sweep_
         follower.stop()  # the last sweep, the thread never having looked: the unfinished last line too
     assert [r.message for r in caplog.records] == [f"--follow out/metrics.json: no file matched (under {tmp_path})"]
     assert [(m.iteration, m.value, m.line) for r in put for m in r.events] == [(1, 0.5, 1), (2, 0.25, 2)]
+
+
+def test_a_last_line_taken_at_a_childs_end_and_then_ended_by_a_restarted_one_is_one_line(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text('{"iteration": 1, "loss": 0.5}')
+    files = MetricFiles(["metrics.json"], cwd=str(tmp_path))
+    assert [(m.value, m.line) for m in metrics_of(files.sweep(final=True))] == [(0.5, 1)]
+    with open(path, "a") as fh:
+        fh.write('\n{"iteration": 2, "loss": 0.25}\n')
+    assert [(m.value, m.line) for m in metrics_of(files.sweep())] == [(0.25, 2)]

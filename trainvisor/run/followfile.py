@@ -9,7 +9,8 @@ lines and are not reported twice. A rewrite is seen as another inode, a file sho
 was read, or a first line that is no longer the one read (the header, for a CSV).
 
 Only whole lines are read (a line still being written waits for its newline), except at the end
-of a run (`final`: the training has exited, its last line is whole).
+of a child (`final`: the training has exited, its last line is whole); a restarted training that
+then writes that line's newline adds no line.
 A trainer_state.json is one document rewritten in place: read whole when it changed, its
 `log_history` entries past the ones reported.
 """
@@ -40,6 +41,7 @@ class FollowedFile:
         self._head = b""  # its first line (up to HEAD_BYTES), once read
         self._header: Optional[tuple[str, ...]] = None
         self._stamp: Optional[tuple] = None  # the document's (inode, size, mtime) last read whole
+        self._open_end = False  # the last line read had no newline (taken at a run's end)
 
     def read(self, wall_time: float, *, final: bool = False) -> list[Metric]:
         """The metrics of the lines written since the last read (none when the file is gone)."""
@@ -52,15 +54,20 @@ class FollowedFile:
             if self.kind == KIND_DOCUMENT:
                 return self._read_document(fd, st, wall_time)
             if self._rewritten(fd, st):
-                self._offset, self._lines, self._head, self._header = 0, 0, b"", None
+                self._offset, self._lines, self._head, self._header, self._open_end = 0, 0, b"", None, False
             self._ident = (st.st_dev, st.st_ino)
             size = min(st.st_size - self._offset, READ_LIMIT)
             data = os.pread(fd, size, self._offset) if size > 0 else b""
         finally:
             os.close(fd)
+        if self._open_end and data:  # a last line taken at an end: its newline, if it comes, is no new line
+            self._open_end = False
+            if data.startswith(b"\n"):
+                data, self._offset = data[1:], self._offset + 1
         whole = data if final and size < READ_LIMIT else data[:data.rfind(b"\n") + 1]
         if not whole:
             return []
+        self._open_end = not whole.endswith(b"\n")
         if not self._head:
             newline = whole.find(b"\n")
             self._head = whole[:min(newline + 1 if newline >= 0 else len(whole), HEAD_BYTES)]
