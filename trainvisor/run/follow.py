@@ -116,7 +116,7 @@ class MetricFollower:
         self._put: Callable[[Records], None] = lambda r: None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._warned = False
+        self._warned = self._failed = False
 
     def start(self, put: Callable[[Records], None]) -> None:
         self._put = put
@@ -144,7 +144,9 @@ class MetricFollower:
             for records in self.files.sweep(final=final):
                 self._put(records)
         except Exception:  # trainvisor's own bug: the console's records still flow
-            log.exception("following metric files failed")
+            # told once with its traceback; a sweep every 0.5 s must not fill the run log
+            (log.debug if self._failed else log.exception)("following metric files failed")
+            self._failed = True
 
 
 def follower_for(run) -> Optional[MetricFollower]:
