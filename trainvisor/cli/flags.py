@@ -74,6 +74,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--solver-watch", ("watch", "solver_watch"), switch="--no-solver-watch"),
     Flag("--announced-watch", ("watch", "announced"), switch="--no-announced-watch"),
     Flag("--default-watch", ("watch", "defaults"), switch="--no-default-watch"),
+    Flag("--follow", ("watch", "follow"), metavar="GLOB"),
     Flag("--upload-to", ("upload", "to"), metavar="URL"),
     Flag("--drain-timeout", ("upload", "drain_timeout"), metavar="SECONDS"),
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),

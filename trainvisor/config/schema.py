@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Mapping, Optional
 from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
-from .settings import (at_least, finite_non_negative, non_negative, one_of, positive, rank_selection,
+from .settings import (at_least, finite_non_negative, globs, non_negative, one_of, positive, rank_selection,
                        resume_template, setting, share, stop_rules, upload_policy)
 
 __all__ = [
@@ -146,6 +146,10 @@ class WatchConfig(Section):
     defaults: bool = setting(True, help="With upload.to and no watched directory, watch the frameworks' default "
                                         "checkpoint locations (lightning_logs, checkpoints, --output_dir, the working "
                                         "directory's own files); needs `announced`.")
+    follow: tuple[str, ...] = setting((), check=globs,
+                                      help="Metric files the training writes beside its log, followed as sources "
+                                           "(GLOB, relative to the working directory): JSON lines, CSV with a "
+                                           "header, trainer_state.json; each record's stream is file:PATH.")
 
 
 @dataclass(frozen=True)

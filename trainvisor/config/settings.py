@@ -140,3 +140,11 @@ def resume_template(value: Any) -> Optional[str]:
         if name != "latest_dir" and name.split(".", 1)[0] != "latest":
             return f"has an unknown field {{{name}}} (use {{latest}}, {{latest.EXT}} or {{latest_dir}})"
     return None
+
+
+def globs(value: Any) -> Optional[str]:
+    """`watch.follow`: each a file pattern; an empty one would follow nothing, silently."""
+    for pattern in value or ():
+        if not str(pattern).strip():
+            return "each must be a file pattern (GLOB), not empty"
+    return None

@@ -56,7 +56,8 @@ __all__ = ["LightningParser", "NOTICE_RICH_FINAL_ONLY"]
 
 NOTICE_RICH_FINAL_ONLY = "lightning-rich-final-only"
 _FINAL_ONLY_MESSAGE = ("Lightning's Rich progress bar printed only the last epoch's values (through a pipe it draws "
-                       "no other epoch): run with --pty, use Lightning's TQDMProgressBar, or read its metrics.csv")
+                       "no other epoch): run with --pty, use Lightning's TQDMProgressBar, or follow its metrics.csv "
+                       "(--follow 'lightning_logs/*/metrics.csv')")
 
 _TQDM_RE = re.compile(r"Epoch (\d+):\s*\d+%\|[^|]*\|\s*(\d+)/(\d+) \[[^,\]]*(?:,[^,\]]*it/s|,[^,\]]*s/it)?(.*)\]")
 _TQDM_KV_RE = re.compile(r"([A-Za-z_][\w./@-]*)=(" + NUMBER + r")(?![\w.])")

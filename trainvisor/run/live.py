@@ -49,10 +49,13 @@ class RunResult:
         return cls(process, pipeline.stats, MappingProxyType(dict(pipeline.faults.counts)))
 
 
-def drive_child(supervisor: Supervisor, pipeline: Pipeline, *, max_line: int = DEFAULT_MAX_LINE) -> ProcessResult:
+def drive_child(supervisor: Supervisor, pipeline: Pipeline, *, max_line: int = DEFAULT_MAX_LINE,
+                side: Sequence[Any] = ()) -> ProcessResult:
     """Run `supervisor`'s child with its bytes driven through `pipeline` on the pipeline thread;
     returns when the child has ended and everything it wrote is parsed. The pipeline is not
-    finished: it may take another source (a restarted child)."""
+    finished: it may take another source (a restarted child). `side`: sources beside the child's
+    pipes (`run.follow.MetricFollower`): started with the channel's `put`, stopped (their last
+    items put) before the engine's end."""
     channel = supervisor.channel
     if channel is None:
         raise ValueError("drive_child needs a Supervisor with a channel")
@@ -66,9 +69,13 @@ def drive_child(supervisor: Supervisor, pipeline: Pipeline, *, max_line: int = D
 
     thread = threading.Thread(target=drive, name="trainvisor-pipeline", daemon=True)
     thread.start()
+    for source in side:
+        source.start(channel.put)
     try:
         return supervisor.run()
     finally:
+        for source in side:
+            source.stop()
         channel.put(End())  # every reader has put its Eof: the engine ends after them
         thread.join()
 

@@ -20,6 +20,7 @@ from .summary import EXIT_STOPPED, UploadTotals
 
 if TYPE_CHECKING:
     from ..parsers.base import Parser
+    from .follow import MetricFollower
     from ..sinks.base import Sink
     from ..sinks.jsonl import JsonlSink
     from ..stoprules import StopRuleSink
@@ -54,6 +55,7 @@ class _Parts(_Plugins, _Reporting):
         self.uploads: Optional[UploadTotals] = None
         self.env: dict[str, str] = {}
         self.pipeline: Optional["Pipeline"] = None  # built last, once every sink is known
+        self.follow: Optional["MetricFollower"] = None
         self.stop_rules: Optional["StopRuleSink"] = None
         self.callbacks: Optional["CallbackThread"] = None
         self._timeline_begun = self._timeline_ended = False
@@ -67,6 +69,7 @@ class _Parts(_Plugins, _Reporting):
         from ..sinks.jsonl import JsonlSink
         from ..stream.pipeline import Pipeline
         from .build import build_sinks
+        from .follow import follower_for
 
         cfg = run.config
         parser = _new_parser(run)
@@ -89,6 +92,7 @@ class _Parts(_Plugins, _Reporting):
         parts._build_checkpoints(stack)
         parts._build_stop_rules()
         parts.pipeline = Pipeline(parts.parser, sinks=parts.sinks, hooks=run._hooks)
+        parts.follow = follower_for(run)  # --follow: metric files beside the log, as sources
         return parts
 
     def restart_parser(self, attempt: int) -> None:
@@ -169,7 +173,8 @@ class _Parts(_Plugins, _Reporting):
             self.watcher.start()
             self._watching = True
         self._supervised = True
-        return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes)
+        return drive_child(sup, self.pipeline, max_line=self.run.config.parsing.max_line_bytes,
+                           side=(self.follow,) if self.follow is not None else ())
 
     def tell_outcome(self, result: "ProcessResult") -> None:
         """How the training ended, to each sink that asks (`set_outcome(exit_code, stopped)`: the
@@ -199,6 +204,10 @@ class _Parts(_Plugins, _Reporting):
         if self.watcher is not None and not self._watching:
             self.watcher.start()
             self._watching = True
+        if self.follow is not None:
+            from .follow import with_records
+
+            items = with_records(items, self.follow, ready=lambda: bool(self.pipeline.sinks))
         StreamEngine(self.pipeline, max_line=self.run.config.parsing.max_line_bytes).drive(items)
 
     def finish(self) -> None:

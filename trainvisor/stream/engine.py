@@ -18,7 +18,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator, Optional
 from .encoding import detect_encoding, stream_decoder
 from .lines import DEFAULT_MAX_LINE, LineSplitter
 from .pipeline import Pipeline
-from .source import READ_SIZE, Chunk, End, Eof, Gap, Item
+from .source import READ_SIZE, Chunk, End, Eof, Gap, Item, Records
 
 __all__ = ["StreamEngine", "file_items", "READ_SIZE"]
 
@@ -86,6 +86,8 @@ class StreamEngine:
                 block = splitter.finish(self._clock(), self._wall()) if splitter is not None else None
                 if block is not None:
                     feed(block)
+            elif kind is Records:
+                pipeline.records(item.events)
             elif kind is End:
                 break
         for splitter in splitters.values():  # a source that ended without an Eof for a stream

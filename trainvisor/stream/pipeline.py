@@ -97,6 +97,23 @@ class Pipeline:
             self._dispatch(events)
         self.tick()
 
+    def records(self, events: Sequence[Event]) -> None:
+        """Records a source made itself (a followed metric file: `source.Records`), to the sinks
+        as the parser's are, except a sink that reads the console's records only (`console_only`:
+        the timeline, whose epochs would go back and forth between two sources); no parser or
+        line hook sees them."""
+        if events:
+            events = list(events)
+            self._events += len(events)
+            for sink in self.sinks:
+                if getattr(sink, "console_only", False):
+                    continue
+                try:
+                    sink.write(events)
+                except Exception as exc:
+                    self.faults.record("sink " + _component_name(sink), exc)
+        self.tick()
+
     def tick(self) -> None:
         """Flush sinks when `flush_interval` has passed; called per block and when idle."""
         now = self._clock()

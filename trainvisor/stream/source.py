@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 from typing import Iterator, NamedTuple, Optional, Union
 
-__all__ = ["Chunk", "Gap", "Eof", "End", "Item", "ByteBudget", "Channel", "READ_SIZE"]
+__all__ = ["Chunk", "Gap", "Eof", "End", "Records", "Item", "ByteBudget", "Channel", "READ_SIZE"]
 
 # What a source reads at once: a live run's pipe readers and a replay alike. Larger blocks are
 # slower, not faster: a block with one non-ASCII character is a str of 2 or 4 bytes a character,
@@ -47,7 +47,16 @@ class End(NamedTuple):
     """The source has nothing more (every stream it opened has had its Eof)."""
 
 
-Item = Union[Chunk, Gap, Eof, End]
+class Records(NamedTuple):
+    """Records a source made itself, not lines to parse: a metric file followed beside the log
+    (`--follow`). The engine hands them to the pipeline's sinks as they are; `source` names the
+    file, as their `stream` does."""
+
+    source: str
+    events: tuple
+
+
+Item = Union[Chunk, Gap, Eof, End, Records]
 
 
 class ByteBudget:

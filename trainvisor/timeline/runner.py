@@ -129,6 +129,9 @@ class TimelineSink:
     completes onto the callbacks' queue; `close` (the pipeline's end) releases what was open."""
 
     name = "timeline"
+    # The console's records only: a followed metric file's (`--follow`) come in bursts, out of
+    # step with the console's, and their epochs would start a new training at each going back.
+    console_only = True
 
     def __init__(self, out: Callable[[Sequence[TimelineEvent]], None], timeline: Optional[Timeline] = None) -> None:
         self._out = out
