@@ -224,7 +224,8 @@ def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels
     if context is not None:
         run_id = run_id or context.run_id
     return PrometheusSink(host=host, port=port, run_id=run_id, labels=labels,
-                          status=context.status if context is not None else None)
+                          status=context.status if context is not None else None,
+                          identity=context.identity if context is not None else None)
 
 
 # Inline: its write only sets values under a lock; the text is rendered on the scrape's thread.
