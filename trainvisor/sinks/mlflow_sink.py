@@ -153,7 +153,7 @@ class MlflowSink:
         if ctx.run_id:
             self.tags.update({"trainvisor.run_id": ctx.run_id, "trainvisor.run_dir": ctx.run_dir,
                               "trainvisor.attempt": str(ctx.attempt),
-                              **{f"trainvisor.{k}": str(v) for k, v in ctx.identity.items()}})
+                              **{f"trainvisor.{k}": str(v) for k, v in (ctx.identity or {}).items()}})
         self.resumes = ctx.run_id if ctx.attempt > 1 else ""  # the trainvisor run whose MLflow run to continue
         self.params = flat_params(_shown_config(ctx.config))
         self.retry_seconds = float(retry_seconds)
