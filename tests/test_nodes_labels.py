@@ -1,7 +1,7 @@
 """A run's node and process rank (config keys here, over no launcher variable: the tests clear
 them) on what it says of itself: every metrics.jsonl record, `Run.status()`, the summary, and
-every Prometheus series, scraped over HTTP; a user label may not take their names. Kept apart
-from `rank`, the launcher's prefix of a line."""
+every Prometheus series, scraped over HTTP, and each webhook body; a user label may not take
+their names. Kept apart from `rank`, the launcher's prefix of a line."""
 from __future__ import annotations
 
 import json
@@ -20,6 +20,7 @@ from trainvisor.errors import ConfigError  # noqa: E402
 from trainvisor.sinks.registry import make_sink  # noqa: E402
 
 from .conftest import FAKE_CAFFE  # noqa: E402
+from .test_sink_webhook import receiver  # noqa: E402,F401 - the webhook tests' receiver, a fixture
 
 
 def test_node_and_process_rank_label_records_status_summary_and_every_series(tmp_path):
@@ -51,3 +52,16 @@ def test_a_user_label_may_not_take_the_identity_s_names(name):
     with pytest.raises(ConfigError) as err:
         make_sink("prometheus", {"labels": {name: "x"}})
     assert name in str(err.value) and "reserved" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_each_webhook_body_says_the_node_beside_the_run_id(receiver, tmp_path):
+    from trainvisor.events import Metric
+    from trainvisor.sinks.context import SinkContext
+
+    context = SinkContext(run_id="multi", run_dir=str(tmp_path), identity={"node": 1, "process_rank": 9})
+    _, sink = make_sink("webhook", {"url": receiver.url, "batch_seconds": 0, "environ": {}}, context)
+    metric = Metric("loss", 0.5, 10, "train", None, None, None, 0.0, 1)
+    sink.write([metric])
+    sink.close()
+    assert receiver.items("metrics") == [metric.to_json_dict()]
+    assert receiver.bodies and {(b["run_id"], b["node"], b["process_rank"]) for b in receiver.bodies} == {("multi", 1, 9)}

@@ -266,6 +266,8 @@ def _webhook(url: str = "", context: Optional["SinkContext"] = None, **options: 
 
     if context is not None and not options.get("run_id"):  # the receiver can tell runs apart
         options["run_id"] = context.run_id
+    if context is not None and context.identity and "identity" not in options:
+        options["identity"] = context.identity  # and the node of several that sends it
     upload = getattr(context.config, "upload", None) if context is not None else None
     if upload is not None and upload.credentials and "credentials" not in options:
         options["credentials"] = upload.credentials  # the run's credentials file (--credentials)
