@@ -160,3 +160,17 @@ def test_no_set_whole_on_every_node_is_one_line(two_nodes, tmp_path):
     assert done.stderr == (f"trainvisor: no checkpoint set under file://{store}/multi is complete on every node "
                            "that wrote sets (20 found in node-0, node-1)\n")
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_restarted_node_resumes_from_its_own_copy_of_the_set_whole_on_every_node(two_nodes, tmp_path):
+    from trainvisor.run.resumepoint import find_resume_point
+
+    store = tmp_path / "store"
+    shutil.copytree(two_nodes / "store", store)
+    (store / "multi" / "node-0" / NEWEST[0]).unlink()  # node 0's newest is broken: both resume from 81
+    (tmp_path / "run").mkdir()
+    decision = find_resume_point(tmp_path / "run", stores=(f"file://{store}/multi",), node=1)
+    assert decision.point is not None and (decision.point.name, decision.point.iteration) == ("lenet_iter_81", 81)
+    snap1 = two_nodes / "n1" / "snap"
+    assert sorted(Path(p).read_bytes() for p in decision.point.files) == sorted(
+        (snap1 / rel).read_bytes() for rel in OLDER)
