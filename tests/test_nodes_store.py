@@ -1,7 +1,8 @@
 """One run across two nodes (issue 21): two `trainvisor run` processes of fake Caffe with
-different NODE_RANK, one run id, uploading at the same time to one file:// store prefix. Nothing
-is overwritten (each node's objects are its own files, byte for byte, under `node-<n>/`), each
-node's records say its node, `download --latest` returns the newest set complete on both, and a
+different NODE_RANK, one run id, uploading at the same time to one file:// store prefix (and to
+one S3 prefix of the moto server). Nothing is overwritten (each node's objects are its own files,
+byte for byte, under `node-<n>/`), each node's records say its node, `download --latest` returns
+the newest set complete on both (and a restarted node resumes from its own copy of it), and a
 process of local rank 1 uploads nothing (its node's rank 0 does)."""
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from trainvisor.run.saved import load_saved_config
 from trainvisor.run.summaryfile import read_summary
 
-from .conftest import FAKE_CAFFE
+from .conftest import FAKE_CAFFE, s3_env
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 SIZES = {0: 2000, 1: 3000}  # each node's snapshot files differ in size and bytes: an overwrite shows
@@ -174,3 +175,28 @@ def test_a_restarted_node_resumes_from_its_own_copy_of_the_set_whole_on_every_no
     snap1 = two_nodes / "n1" / "snap"
     assert sorted(Path(p).read_bytes() for p in decision.point.files) == sorted(
         (snap1 / rel).read_bytes() for rel in OLDER)
+
+
+def test_two_nodes_into_one_s3_prefix_keep_their_own_objects(moto_endpoint, tmp_path):
+    import boto3
+
+    env = s3_env(moto_endpoint, tmp_path)
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                      region_name="us-east-1")
+    s3.create_bucket(Bucket="nodes-ckpt")  # its own bucket: the moto server may be shared
+    procs = [start_node(tmp_path, n, "s3://nodes-ckpt/backups", **{**env, "NODE_RANK": str(n)}) for n in (0, 1)]
+    for p in procs:
+        finish(p)
+    listed = s3.list_objects_v2(Bucket="nodes-ckpt", Prefix="backups/")["Contents"]
+    stored = {o["Key"]: s3.get_object(Bucket="nodes-ckpt", Key=o["Key"])["Body"].read() for o in listed}
+    for n in (0, 1):
+        snap = files_under(tmp_path / f"n{n}" / "snap")
+        mine = {k[len(f"backups/multi/node-{n}/"):]: v for k, v in stored.items()
+                if k.startswith(f"backups/multi/node-{n}/") and not k.endswith(".manifest.json")}
+        assert mine == snap
+    assert len(stored) == 2 * (20 + 10)  # each node's 20 files and 10 manifests, nothing else
+    done = subprocess.run(TRAINVISOR + ["download", "s3://nodes-ckpt/backups/multi", "--node", "1", "-o",
+                                        str(tmp_path / "out")], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    snap1 = tmp_path / "n1" / "snap"
+    assert files_under(tmp_path / "out") == {rel: (snap1 / rel).read_bytes() for rel in NEWEST}
