@@ -352,7 +352,6 @@ class _Parts:
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
             stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
             stop_rule=self.stop_rules.rules.fired if self.stop_rules is not None else None,
-            **self.run.identity.fields(),
         )
 
     def _unapplied_rules(self) -> tuple[str, ...]:

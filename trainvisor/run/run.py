@@ -198,6 +198,8 @@ class Run:
             from dataclasses import replace
 
             self.summary = replace(self.summary, restarts=tuple(restarts))
+        if self.identity.is_set:  # which node of several the summary is of
+            self.summary = dataclasses.replace(self.summary, **self.identity.fields())
         _keep_summary(self.summary, self.run_dir)
         return self.summary
 

@@ -65,9 +65,9 @@ class PrometheusSink:
     inline = True
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, run_id: str = "",
+                 identity: Optional[Mapping[str, int]] = None,
                  labels: Optional[Mapping[str, Any]] = None,
-                 status: Optional[Callable[[], "RunStatus"]] = None,
-                 identity: Optional[Mapping[str, int]] = None) -> None:
+                 status: Optional[Callable[[], "RunStatus"]] = None) -> None:
         try:
             from prometheus_client import CollectorRegistry  # loaded only when a run names this sink
         except ImportError as exc:
