@@ -200,3 +200,12 @@ def test_two_nodes_into_one_s3_prefix_keep_their_own_objects(moto_endpoint, tmp_
     assert done.returncode == 0, done.stderr
     snap1 = tmp_path / "n1" / "snap"
     assert files_under(tmp_path / "out") == {rel: (snap1 / rel).read_bytes() for rel in NEWEST}
+
+
+def test_a_node_that_wrote_no_set_is_refused_not_answered_with_another_s(two_nodes, tmp_path):
+    url = f"file://{two_nodes / 'store'}/multi"
+    for args in (("--latest",), ("--set", "lenet_iter_45")):
+        done = download_cli(url, *args, "--node", "2", "-o", str(tmp_path / "out"), cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (3, "")
+        assert done.stderr == f"trainvisor: no set of node 2 under {url} (nodes with sets: 0, 1)\n"
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []

@@ -136,6 +136,7 @@ def newest_complete(sets: Iterable[StoredSet], where: str, node: Optional[int] =
     the newest name complete on every node of its run, `node`'s copy (else the lowest node's).
     SetChoiceError when there is none."""
     sets = tuple(sets)
+    _check_node(sets, node, where)
     eligible = _complete_everywhere(sets, node)
     if eligible:
         return eligible[-1]
@@ -147,6 +148,14 @@ def newest_complete(sets: Iterable[StoredSet], where: str, node: Optional[int] =
     newest = sets[-1]
     raise SetChoiceError(f"no complete checkpoint set under {where}: {len(sets)} found, none whole "
                          f"(newest, {newest.name}: {newest.differences[0]})")
+
+
+def _check_node(sets: tuple[StoredSet, ...], node: Optional[int], where: str) -> None:
+    """A node asked for that wrote no set here is refused, never answered with another's copy."""
+    nodes = {n for n in (node_of(s)[1] for s in sets) if n is not None}
+    if node is not None and nodes and node not in nodes:
+        raise SetChoiceError(f"no set of node {node} under {where} (nodes with sets: "
+                             f"{', '.join(str(n) for n in sorted(nodes))})")
 
 
 def _complete_everywhere(sets: tuple[StoredSet, ...], node: Optional[int]) -> list[StoredSet]:
@@ -179,6 +188,7 @@ def named_set(sets: Iterable[StoredSet], name: str, where: str, node: Optional[i
     """The set called `name`; refused when it is in several folders (but the node folders of one
     run: `node`'s copy, else the lowest node's) or not complete."""
     found = [s for s in sets if s.name == name]
+    _check_node(tuple(found), node, where)
     if not found:
         raise SetChoiceError(f"no checkpoint set named {name!r} under {where}")
     places = {node_of(s) for s in found}
