@@ -19,6 +19,11 @@ if str(ROOT) not in sys.path:
 # Nothing in the tests may reach a public host (see trainvisor's uploaders).
 os.environ.setdefault("TRAINVISOR_OFFLINE", "1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# A run's node and ranks come from launchers' variables (trainvisor/identity.py): a suite started
+# under Slurm or torchrun would store every test's checkpoints under node-N/ and label its records.
+for _name in ("NODE_RANK", "GROUP_RANK", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "JOB_COMPLETION_INDEX",
+              "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID"):
+    os.environ.pop(_name, None)
 
 
 def real_logs(framework: str) -> Path:

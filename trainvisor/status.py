@@ -44,6 +44,10 @@ class RunStatus:
     uploads_verified: int = 0
     uploads_failed: int = 0
     upload_bytes: int = 0
+    node: Optional[int] = None
+    """This machine's index in a multi-node run (`identity.NodeIdentity`); None on one machine."""
+    process_rank: Optional[int] = None
+    """This trainvisor process's world rank, when one is started per rank (not `Metric.rank`)."""
     seconds_since_metric: Optional[float] = None
 
 

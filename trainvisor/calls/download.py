@@ -55,6 +55,7 @@ def download(
     retries: int = 3,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
+    node: Optional[int] = None,
 ) -> DownloadReport:
     """Fetch one checkpoint set from `url` (file:///path, s3://bucket/prefix,
     kodo://bucket/prefix: where a run uploaded, or down to one run's folder) into `out_dir`.
@@ -68,6 +69,9 @@ def download(
     Raises a one-line error: ConfigError (a bad URL or option), SetChoiceError (no set, none
     complete, no such name), SetRefused (a file differs from its manifest: nothing is moved
     into place), ReadError (the store failed).
+
+    A run of several nodes (`<run>/node-<n>/...`): `latest` is the newest set whole on every node
+    that wrote sets; `node` says whose copy is fetched (default: the lowest node's).
     """
     dest = url if isinstance(url, Destination) else parse_destination(url, setting="download(url=...)")
     if set_name is None and not latest:
@@ -76,6 +80,8 @@ def download(
         raise ConfigError("download(set_name=...) must name a set")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ConfigError(f"download(retries=...) must be a whole number, 0 or more, got {retries!r}")
+    if node is not None and (not isinstance(node, int) or isinstance(node, bool) or node < 0):
+        raise ConfigError(f"download(node=...) must be a whole number, 0 or more, got {node!r}")
     reader = _open_reader(dest, credentials, env)
     from ..uploaders.fetch import fetch_set
     from ..uploaders.sets import list_sets, named_set, newest_complete, passed_over
@@ -83,7 +89,8 @@ def download(
     start = clock()
     prefix = f"{dest.prefix}/" if dest.prefix else ""
     sets = list_sets(reader, prefix)
-    chosen = newest_complete(sets, dest.shown) if set_name is None else named_set(sets, set_name, dest.shown)
+    chosen = (newest_complete(sets, dest.shown, node) if set_name is None
+              else named_set(sets, set_name, dest.shown, node))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fetched = fetch_set(reader, chosen, out, progress=progress, retries=retries, sleep=sleep)

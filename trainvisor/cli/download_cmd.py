@@ -24,8 +24,11 @@ __all__ = ["download"]
               help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...); wins over the environment.")
 @click.option("--retries", type=click.IntRange(0, None), default=3, show_default=True,
               help="Retries per file on retryable errors, each continuing from what was received.")
+@click.option("--node", type=click.IntRange(0, None), default=None, metavar="N",
+              help="A run of several nodes (RUN/node-N/): fetch node N's copy of the set (default: the lowest "
+                   "node's); --latest is the newest set complete on every node.")
 def download(url: str, out_dir: str, latest: bool, set_name: Optional[str], credentials: Optional[str],
-             retries: int) -> None:
+             retries: int, node: Optional[int]) -> None:
     """Download a checkpoint set, verified against its manifest, resumable after an interruption."""
     from ..calls.download import download as download_set
     from ..run.progress import human_bytes
@@ -35,7 +38,7 @@ def download(url: str, out_dir: str, latest: bool, set_name: Optional[str], cred
         raise click.UsageError("--latest and --set NAME exclude each other")
     _warnings_to_stderr()
     report = download_set(parse_destination(url, setting="URL"), out_dir, set_name=set_name,
-                          credentials=credentials, retries=retries)
+                          credentials=credentials, retries=retries, node=node)
     for line in report.passed_over:
         click.echo(f"trainvisor: passed over set {line}", err=True)
     resumed = f", {len(report.resumed)} continued from an earlier attempt" if report.resumed else ""

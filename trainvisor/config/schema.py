@@ -202,6 +202,16 @@ class RunDirConfig(Section):
     id: Optional[str] = setting(None, help="Run id (default: time + random suffix).")
     dir: Optional[str] = setting(None, help="Run directory (default: ROOT/RUN_ID).")
     root: str = setting(DEFAULT_RUNS_ROOT, help="Where run directories are made when `dir` is not given.")
+    node: Optional[int] = setting(None, check=at_least(0),
+                                  help="This machine's index in a multi-node run (default: NODE_RANK, GROUP_RANK, "
+                                       "SLURM_NODEID, JOB_COMPLETION_INDEX, or a pod's RANK): its checkpoints go to "
+                                       "RUN/node-N/ in the store, its records and labels say `node`.")
+    process_rank: Optional[int] = setting(None, check=at_least(0),
+                                          help="This trainvisor process's world rank when one is started per rank "
+                                               "(default: RANK, SLURM_PROCID); records and labels say `process_rank`.")
+    local_rank: Optional[int] = setting(None, check=at_least(0),
+                                        help="This process's rank on its node (default: LOCAL_RANK, SLURM_LOCALID); "
+                                             "only local rank 0 uploads checkpoints, so a node uploads each set once.")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from ..config import ParsingConfig, SinksConfig, StopConfig, UploadConfig, Watch
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    from ..identity import NodeIdentity
     from ..parsers.base import Parser
     from ..sinks.context import SinkContext
     from ..stoprules import Firing, StopRuleSink
@@ -123,15 +124,18 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
     return open_uploader(cfg.to, state_dir=run_dir, credentials=cfg.credentials)
 
 
-def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str) -> "UploadManager":
+def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
+                  identity: Optional["NodeIdentity"] = None) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
-    multipart uploads it left open that nothing owns aborted."""
-    from ..uploaders.destinations import RUN_KEYS, key_prefix
+    multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
+    are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other."""
+    from ..uploaders.destinations import key_prefix, run_keys
     from ..uploaders.manager import UploadManager
 
     prefix = key_prefix(cfg.to or getattr(uploader, "url", "") or "")
-    manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=RUN_KEYS,
+    keys = run_keys(identity.folder if identity is not None else "")
+    manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=keys,
                             concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload)
     try:
         manager.preflight()

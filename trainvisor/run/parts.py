@@ -74,9 +74,9 @@ class _Parts(_Plugins, _Reporting):
         cfg = run.config
         parser = _new_parser(run)
         # Appended, never truncated: a resumed run keeps every record of its earlier attempts.
-        jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt})
+        jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt, **run.identity.fields()})
         context = SinkContext(run_id=run.run_id, run_dir=str(run.run_dir), attempt=run.attempt,
-                              status=run.status, config=cfg)
+                              status=run.status, config=cfg, identity=run.identity.fields())
         counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks, context=context)
         stack.callback(_close_sinks, counted)  # the pipeline closes them; this, when a run fails before
         # Always counted (a run that parsed nothing says so), with each metric's last and best
@@ -101,15 +101,20 @@ class _Parts(_Plugins, _Reporting):
         assert self.pipeline is not None
         self.parser = _new_parser(self.run)
         self.pipeline.restart(self.parser)
-        self.jsonl.set_extra({"attempt": attempt})
+        self.jsonl.set_extra({"attempt": attempt, **self.run.identity.fields()})
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
         from .build import build_manager, build_watcher, open_destination, watch_dirs
 
         run, cfg = self.run, self.run.config
         uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
+        if uploader is not None and not run.identity.uploads:  # a node's sets are uploaded once: by local rank 0
+            log.info("local rank %s: checkpoints are uploaded by local rank 0 of this node, not here",
+                     run.identity.local_rank)
+            uploader = None
         if uploader is not None:
-            self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id)
+            self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,
+                                         identity=run.identity)
             stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)

@@ -90,7 +90,7 @@ def _resume_command(run: "Run", stores: tuple[str, ...]) -> Optional[tuple[str, 
         return None
     run.settle_checkpoints(uploads=False)  # the sets the crashed child completed are recorded first
     decision = find_resume_point(run.run_dir, stores=stores, credentials=cfg.upload.credentials,
-                                 before_store=lambda: run.settle_checkpoints(uploads=True))
+                                 before_store=lambda: run.settle_checkpoints(uploads=True), node=run.identity.node)
     for line in decision.said:
         log.warning("%s", line)
     if decision.point is None:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 
 import logging
+import os
 from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
+from ..identity import NodeIdentity
 from .build import build_manager, open_destination
 from .logsetup import RunLogging
 from .progress import log_outcome
@@ -66,7 +68,10 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
     if uploader is None:
         log.info("run %s uploads nowhere: nothing to resume", run_id)
         return None
-    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id)
+    # The saved config holds the node the run found (Run.start writes it): the same node folder.
+    identity = NodeIdentity.from_environ(os.environ, node=config.run.node, process_rank=config.run.process_rank,
+                                         local_rank=config.run.local_rank)
+    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity)
     try:
         manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout

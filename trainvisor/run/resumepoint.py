@@ -124,10 +124,12 @@ def _checksum_matches(path: str, recorded: str) -> bool:
 
 def find_resume_point(run_dir: "str | os.PathLike[str]", *, stores: Sequence[str] = (),
                       credentials: Optional[str] = None, download: Optional[Callable[..., object]] = None,
-                      before_store: Optional[Callable[[], object]] = None) -> ResumeDecision:
+                      before_store: Optional[Callable[[], object]] = None,
+                      node: Optional[int] = None) -> ResumeDecision:
     """The newest complete set: local when whole, else the first of `stores` that has one
     (downloaded into RUN_DIR/resumed/NAME, verified), else the newest older local set that is
-    whole. `before_store` runs before a store is read (the run waits for its uploads in flight)."""
+    whole. `before_store` runs before a store is read (the run waits for its uploads in flight).
+    `node`: a run of several nodes takes the newest set whole on every node, its own node's copy."""
     sets = local_sets(run_dir)
     said: list[str] = []
     if sets:
@@ -138,7 +140,7 @@ def find_resume_point(run_dir: "str | os.PathLike[str]", *, stores: Sequence[str
     if stores and before_store is not None:
         before_store()
     for store in stores:
-        point, line = _from_store(run_dir, store, credentials, download)
+        point, line = _from_store(run_dir, store, credentials, download, node)
         said.append(line)
         if point is not None:
             return ResumeDecision(point, tuple(said))
@@ -154,8 +156,8 @@ def _local(cp: LocalSet) -> ResumePoint:
     return ResumePoint(cp.name, cp.iteration, cp.epoch, tuple(path for path, _rel, _size in cp.files))
 
 
-def _from_store(run_dir, store: str, credentials: Optional[str],
-                download: Optional[Callable[..., object]]) -> tuple[Optional[ResumePoint], str]:
+def _from_store(run_dir, store: str, credentials: Optional[str], download: Optional[Callable[..., object]],
+                node: Optional[int] = None) -> tuple[Optional[ResumePoint], str]:
     """The store's newest complete set, downloaded and verified; a refusal in one line."""
     from ..secrets import mask_url
     from ..uploaders.destinations import parse_destination
@@ -167,7 +169,8 @@ def _from_store(run_dir, store: str, credentials: Optional[str],
     try:
         dest = parse_destination(store, setting="restart.resume_from")
         staging = Path(run_dir) / RESUMED_DIR / "incoming"
-        report = download(dest, staging, latest=True, credentials=credentials)
+        mine = {} if node is None else {"node": node}  # a one-machine run calls as it always did
+        report = download(dest, staging, latest=True, credentials=credentials, **mine)
     except SetChoiceError as exc:  # nothing complete there (yet): not a refusal
         return None, f"no checkpoint to resume from in {shown}: {mask_url(str(exc))}"
     except (TrainvisorError, OSError) as exc:

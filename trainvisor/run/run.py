@@ -18,6 +18,7 @@ Everything started is stopped on the way out, whatever raised.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from ..config import RunConfig
 from ..config.convert import to_dict
 from ..errors import ConfigError
+from ..identity import NodeIdentity
 from .logsetup import RunLogging
 from .rundir import RunDirectory
 from .saved import save_config
@@ -75,6 +77,11 @@ class Run:
         self.run_id = config.run.id or new_run_id()
         self.run_dir = Path(config.run.dir) if config.run.dir else Path(config.run.root) / self.run_id
         self.attempt = 0
+        # Which node and rank this process is (config over launchers' variables); a bad value
+        # is a one-line ConfigError now, before anything starts.
+        self.identity = NodeIdentity.from_environ(os.environ, node=config.run.node,
+                                                  process_rank=config.run.process_rank,
+                                                  local_rank=config.run.local_rank)
         self.metrics_path = Path(config.sinks.jsonl) if config.sinks.jsonl else self.run_dir / "metrics.jsonl"
         self.summary: Optional[RunSummary] = None
         self._parser, self._hooks, self._user_sinks, self._uploader = parser, list(hooks), list(sinks), uploader
@@ -123,7 +130,14 @@ class Run:
             stack.callback(logging_.close)
             log.info("run %s attempt %d in %s: configuration %s", self.run_id, self.attempt, self.run_dir,
                      json.dumps(to_dict(self.config, mask_secrets=True)))
-            save_config(self.config, self.run_dir)
+            # With the node and ranks found (the launcher's variables are gone when a person runs
+            # `trainvisor resume` later): the same store folder then.
+            ident = self.identity
+            save_config(self.config if not ident.is_set and ident.local_rank is None else dataclasses.replace(
+                self.config, run=dataclasses.replace(self.config.run, node=ident.node, process_rank=ident.process_rank,
+                                                     local_rank=ident.local_rank)), self.run_dir)
+            if self.identity.is_set:
+                log.info("run %s: %s", self.run_id, self.identity.describe())
             self._parts = _Parts.build(self, logging_, stack)
             if self.config.health.port is not None:
                 from .health import HealthServer
@@ -199,6 +213,8 @@ class Run:
             from dataclasses import replace
 
             self.summary = replace(self.summary, restarts=tuple(restarts))
+        if self.identity.is_set:  # which node of several the summary is of
+            self.summary = dataclasses.replace(self.summary, **self.identity.fields())
         _keep_summary(self.summary, self.run_dir)
         return self.summary
 
@@ -267,7 +283,8 @@ class Run:
         return RunStatus(run_id=self.run_id, attempt=self.attempt, child=child,
                          pid=proc.pid if proc is not None and sup is not None else None,
                          exit_code=last.exit_code if last is not None and sup is None else None,
-                         stop_reason=stop.reason if stop is not None else None, **counts)
+                         stop_reason=stop.reason if stop is not None else None, **counts,
+                         **self.identity.fields())
 
     def _started(self) -> "_Parts":
         if self._parts is None:

@@ -107,6 +107,10 @@ class RunSummary:
     `describe()` when its stop request was the run's first."""
     followed: Optional[object] = None
     """A sidecar's follow of its log (`stream.tail.TailStats`: rotations, truncations); None for a child."""
+    node: Optional[int] = None
+    """This machine's index in a multi-node run (`identity.NodeIdentity`); None on one machine."""
+    process_rank: Optional[int] = None
+    """This trainvisor process's world rank, when one is started per rank (not a metric's `rank`)."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

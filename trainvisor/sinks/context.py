@@ -9,7 +9,7 @@ Prometheus scrape): the run counts nothing extra for it between asks.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional
 
 if TYPE_CHECKING:
     from ..status import RunStatus
@@ -29,3 +29,6 @@ class SinkContext(NamedTuple):
     attempt: int = 0
     status: Optional[Callable[[], "RunStatus"]] = None
     config: Optional[Any] = None
+    identity: Mapping[str, int] = {}
+    """Which node and process rank the run is (`identity.NodeIdentity.fields()`: `node`,
+    `process_rank`, each only when known; empty on one machine): a sink's labels or body carry it."""

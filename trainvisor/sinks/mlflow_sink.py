@@ -152,8 +152,10 @@ class MlflowSink:
         self.tags = {safe_key(str(k)): mask_url(str(v)) for k, v in (tags or {}).items()}
         if ctx.run_id:
             self.tags.update({"trainvisor.run_id": ctx.run_id, "trainvisor.run_dir": ctx.run_dir,
-                              "trainvisor.attempt": str(ctx.attempt)})
+                              "trainvisor.attempt": str(ctx.attempt),
+                              **{f"trainvisor.{k}": str(v) for k, v in (ctx.identity or {}).items()}})
         self.resumes = ctx.run_id if ctx.attempt > 1 else ""  # the trainvisor run whose MLflow run to continue
+        self.identity = dict(ctx.identity or {})  # several nodes of one run: each continues its own MLflow run
         self.params = flat_params(_shown_config(ctx.config))
         self.retry_seconds = float(retry_seconds)
         self.mlflow_run_id: Optional[str] = None  # known once the run is created, on the sink's thread
@@ -258,8 +260,10 @@ class MlflowSink:
         """The MLflow run an earlier attempt of this trainvisor run made, if any (newest first)."""
         if not self.resumes or "'" in self.resumes:  # an id a filter string cannot quote: a new run
             return None
-        found = self._client.search_runs([experiment_id], f"tags.`trainvisor.run_id` = '{self.resumes}'",
-                                         max_results=1, order_by=["attributes.start_time DESC"])
+        query = f"tags.`trainvisor.run_id` = '{self.resumes}'" + "".join(
+            f" and tags.`trainvisor.{k}` = '{v}'" for k, v in sorted(self.identity.items()))
+        found = self._client.search_runs([experiment_id], query, max_results=1,
+                                         order_by=["attributes.start_time DESC"])
         return found[0] if found else None
 
     def _create_experiment(self) -> str:

@@ -33,7 +33,7 @@ __all__ = ["PrometheusSink", "RESERVED_LABELS"]
 
 log = logging.getLogger("trainvisor")
 
-RESERVED_LABELS = ("run_id", "metric", "phase", "test_net", "rank")
+RESERVED_LABELS = ("run_id", "metric", "phase", "test_net", "rank", "node", "process_rank")
 """Labels the sink sets itself; a user label may not take one of these names."""
 
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -65,6 +65,7 @@ class PrometheusSink:
     inline = True
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, run_id: str = "",
+                 identity: Optional[Mapping[str, int]] = None,
                  labels: Optional[Mapping[str, Any]] = None,
                  status: Optional[Callable[[], "RunStatus"]] = None,
                  healthz: Optional[Callable[[], tuple[int, dict]]] = None) -> None:
@@ -75,7 +76,10 @@ class PrometheusSink:
                               "(pip install prometheus_client)") from exc
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"prometheus sink: port must be an integer 0..65535 (0: a free port), got {port!r}")
-        self._base = {"run_id": str(run_id), **_user_labels(labels or {})}
+        # `identity`: the node and process rank of a run of several nodes (`identity.NodeIdentity`),
+        # so each node's series stay its own when one Prometheus scrapes them all.
+        self._base = {"run_id": str(run_id), **{k: str(v) for k, v in (identity or {}).items()},
+                      **_user_labels(labels or {})}
         self._state = _State()
         self._status = status
         self._status_failed = False

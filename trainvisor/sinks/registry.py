@@ -228,7 +228,8 @@ def _prometheus(host: str = "127.0.0.1", port: int = 0, run_id: str = "", labels
         if health is not None and health.port is None:  # no server of its own: /healthz here
             healthz = _healthz(context.status, health.max_metric_age)
     return PrometheusSink(host=host, port=port, run_id=run_id, labels=labels,
-                          status=context.status if context is not None else None, healthz=healthz)
+                          status=context.status if context is not None else None, healthz=healthz,
+                          identity=context.identity if context is not None else None)
 
 
 def _healthz(status, max_metric_age):
@@ -279,6 +280,8 @@ def _webhook(url: str = "", context: Optional["SinkContext"] = None, **options: 
 
     if context is not None and not options.get("run_id"):  # the receiver can tell runs apart
         options["run_id"] = context.run_id
+    if context is not None and context.identity and "identity" not in options:
+        options["identity"] = context.identity  # and the node of several that sends it
     upload = getattr(context.config, "upload", None) if context is not None else None
     if upload is not None and upload.credentials and "credentials" not in options:
         options["credentials"] = upload.credentials  # the run's credentials file (--credentials)

@@ -87,6 +87,7 @@ class WebhookSink:
                  batch_seconds: float = 5.0, max_bytes: int = DEFAULT_MAX_BYTES, queue: int = 10000,
                  retries: int = 5, backoff: float = 1.0, backoff_max: float = 60.0, timeout: float = 10.0,
                  num_epochs: Optional[int] = None, run_id: str = "", environ: Optional[Mapping[str, str]] = None,
+                 identity: Optional[Mapping[str, int]] = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep) -> None:
         self.url, basic = _check_url(url)
         self.shown_url = mask_url(url)
@@ -95,7 +96,8 @@ class WebhookSink:
         self.max_bytes, self.queue = _count("max_bytes", max_bytes), _count("queue", queue)
         self.retries = _count("retries", retries, low=0)
         self.run_id = str(run_id or "")
-        if self.max_bytes <= overhead(self.run_id) + 2:
+        self.identity = dict(identity or {})  # beside run_id in each body: which node of several sent it
+        if self.max_bytes <= overhead(self.run_id, identity=self.identity) + 2:
             raise ConfigError(f"webhook sink: max_bytes {max_bytes} leaves no room for a record")
         self._headers = {"Content-Type": "application/json", "User-Agent": "trainvisor-webhook"}
         token = _token(token_env, credentials, environ)
@@ -105,7 +107,7 @@ class WebhookSink:
         self._opener = urllib.request.build_opener(_NoRedirect)
         self._clock, self._sleep = clock, sleep
         self._items: deque[Item] = deque()
-        self._room = self.max_bytes - overhead(self.run_id)
+        self._room = self.max_bytes - overhead(self.run_id, identity=self.identity)
         self._held_bytes = 0
         self._since = 0.0  # when the batch now collecting began: its first record, or the last request
         self._dropping = False  # the queue is full: said once until a request gets through
@@ -212,7 +214,8 @@ class WebhookSink:
     def _send_head(self) -> bool:
         """One request of the records at the head of the queue; False when it is to be retried."""
         if self._request is None:
-            self._request = pack(self._items, batch=self._batch, max_bytes=self.max_bytes, run_id=self.run_id)
+            self._request = pack(self._items, batch=self._batch, max_bytes=self.max_bytes, run_id=self.run_id,
+                                 identity=self.identity)
         body, kinds = self._request
         status, why, after = self._post(body)
         n = sum(kinds.values())

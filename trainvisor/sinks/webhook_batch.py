@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from ..events import PHASE_TEST, PHASE_TRAIN, PHASE_VAL, Metric, json_safe
 
@@ -150,31 +150,34 @@ def encode(kind: str, obj: dict) -> Item:
     return Item(kind, json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
 
 
-def _body(batch: int, run_id: str, lists: dict[str, list[bytes]]) -> bytes:
-    head = {"source": "trainvisor", "batch": batch}
+def _body(batch: int, run_id: str, lists: dict[str, list[bytes]],
+          identity: Optional[Mapping[str, int]] = None) -> bytes:
+    head: dict = {"source": "trainvisor", "batch": batch}
     if run_id:
         head["run_id"] = run_id
+    head.update(identity or {})  # a run of several nodes: `node`, `process_rank` (identity.NodeIdentity)
     text = json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode()[:-1]
     return text + b"".join(b',"%s":[%s]' % (k.encode(), b",".join(lists.get(k, ()))) for k in KINDS) + b"}"
 
 
-def overhead(run_id: str, batch: int = 2 ** 64) -> int:
+def overhead(run_id: str, batch: int = 2 ** 64, identity: Optional[Mapping[str, int]] = None) -> int:
     """The bytes of a body with no record (by default with the largest batch number): an item
     longer than `max_bytes` minus this can never be sent whole."""
-    return len(_body(batch, run_id, {}))
+    return len(_body(batch, run_id, {}, identity))
 
 
-def pack(items: Iterable[Item], *, batch: int, max_bytes: int, run_id: str = "") -> tuple[bytes, dict[str, int]]:
+def pack(items: Iterable[Item], *, batch: int, max_bytes: int, run_id: str = "",
+         identity: Optional[Mapping[str, int]] = None) -> tuple[bytes, dict[str, int]]:
     """The body of one request: the longest prefix of `items` whose JSON is at most `max_bytes`
     (at least one item: each was checked to fit on its own when it was held), and how many items
     of each kind it took. Items keep their order within their kind; none is cut."""
     lists: dict[str, list[bytes]] = {k: [] for k in KINDS}
-    size = overhead(run_id, batch)
+    size = overhead(run_id, batch, identity)
     for item in items:
         cost = len(item.data) + (1 if lists[item.kind] else 0)
         if size + cost > max_bytes and any(lists.values()):
             break
         lists[item.kind].append(item.data)
         size += cost
-    body = _body(batch, run_id, lists)
+    body = _body(batch, run_id, lists, identity)
     return body, {k: len(v) for k, v in lists.items()}

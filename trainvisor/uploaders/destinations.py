@@ -17,11 +17,14 @@ from urllib.parse import parse_qs, urlsplit
 from ..errors import ConfigError
 from ..secrets import MASK, mask_url  # re-exported: what a URL's owner shows of it
 
-__all__ = ["Destination", "parse_destination", "key_prefix", "mask_url", "RUN_KEYS", "FILE_KEYS", "MASK",
+__all__ = ["Destination", "parse_destination", "key_prefix", "mask_url", "RUN_KEYS", "NODE_RUN_KEYS", "run_keys", "FILE_KEYS", "MASK",
            "KODO_OPTIONS"]
 
 RUN_KEYS = "{prefix}/{run_id}/{relpath}"
 """A run's objects: its checkpoints' files and manifests under the run id, so runs never collide."""
+NODE_RUN_KEYS = "{prefix}/{run_id}/%s/{relpath}"
+"""A run's objects from one node of several: `%s` is the node's folder (`node-<n>`), so nodes that
+write sets of the same names keep them apart (`sets.newest_on_every_node` reads them back)."""
 FILE_KEYS = "{prefix}/{relpath}"
 """`trainvisor upload`'s objects: each file under its own relative path, nothing added."""
 
@@ -53,6 +56,16 @@ class Destination:
     def shown(self) -> str:
         """The URL as a message may show it: a password masked."""
         return mask_url(self.url)
+
+
+def run_keys(node_folder: str = "") -> str:
+    """The key template of a run's objects: `RUN_KEYS`, with the node's folder below the run's
+    when there is one (a single-node run keeps the layout it always had)."""
+    if not node_folder:
+        return RUN_KEYS
+    if "/" in node_folder or "{" in node_folder or "}" in node_folder:
+        raise ValueError(f"not a node folder: {node_folder!r}")
+    return NODE_RUN_KEYS % node_folder
 
 
 def key_prefix(url: str) -> str:

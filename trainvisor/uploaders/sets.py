@@ -11,14 +11,20 @@ time, and a file:// URL naming the run's folder (or a store copied elsewhere) ha
 
 "Newest" is the manifest's iteration, then its epoch, then when the manifest was stored: what
 the training says first, the store's clock only to break ties (a set with no iteration sorts
-before one with any). Each set keeps its `folder` (the manifest key's directory: the run), so
-runs that store sets per node (`<prefix>/<run>/node-<n>/...`) can later be grouped by run and
-name to find the newest set complete on every node that wrote one.
+before one with any). Each set keeps its `folder` (the manifest key's directory: the run).
+
+A run of several nodes stores each node's sets in its own folder (`<prefix>/<run>/node-<n>/...`:
+every node writes sets of the same names). Such a set is one checkpoint of the whole run only
+when each node wrote its part: the newest set is then the newest NAME complete in every node
+folder of that run that holds any set (`node_of`), and the copy returned is that of the node
+asked for, else of the lowest node. A node folder with no set yet is not known to the store, so
+it cannot hold the choice back.
 """
 from __future__ import annotations
 
 import logging
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
@@ -26,12 +32,13 @@ from ..checkpoints import Manifest
 from .base import ReadError, StoredObject, StoreReader
 
 __all__ = ["StoredSet", "MANIFEST_SUFFIX", "list_sets", "newest_complete", "passed_over", "named_set",
-           "SetChoiceError"]
+           "SetChoiceError", "node_of"]
 
 log = logging.getLogger("trainvisor.download")
 
 MANIFEST_SUFFIX = ".manifest.json"
 _MANIFEST_LIMIT = 16 << 20  # a manifest lists files; one this large is not ours
+_NODE_FOLDER = re.compile(r"node-(\d+)")
 
 
 class SetChoiceError(ReadError):
@@ -116,18 +123,60 @@ def _differences(manifest: Manifest, keys: tuple[str, ...],
     return tuple(out)
 
 
-def newest_complete(sets: Iterable[StoredSet], where: str) -> StoredSet:
-    """The newest complete set (`passed_over` tells the newer incomplete ones). SetChoiceError
-    when there is none."""
+def node_of(s: StoredSet) -> tuple[str, Optional[int]]:
+    """The run folder of a set and its node: (`run`, n) for `run/node-<n>/NAME`, (folder, None)
+    for a set outside node folders."""
+    parent, base = posixpath.split(s.folder)
+    m = _NODE_FOLDER.fullmatch(base)
+    return (parent, int(m.group(1))) if m else (s.folder, None)
+
+
+def newest_complete(sets: Iterable[StoredSet], where: str, node: Optional[int] = None) -> StoredSet:
+    """The newest complete set (`passed_over` tells the newer incomplete ones); in node folders,
+    the newest name complete on every node of its run, `node`'s copy (else the lowest node's).
+    SetChoiceError when there is none."""
     sets = tuple(sets)
-    for s in reversed(sets):
-        if s.complete:
-            return s
+    _check_node(sets, node, where)
+    eligible = _complete_everywhere(sets, node)
+    if eligible:
+        return eligible[-1]
     if not sets:
         raise SetChoiceError(f"no checkpoint set under {where} (no *{MANIFEST_SUFFIX} found)")
+    if any(s.complete for s in sets):  # whole sets on some nodes, but no name whole on all of them
+        raise SetChoiceError(f"no checkpoint set under {where} is complete on every node that wrote sets "
+                             f"({len(sets)} found in {', '.join(sorted({s.folder for s in sets}))})")
     newest = sets[-1]
     raise SetChoiceError(f"no complete checkpoint set under {where}: {len(sets)} found, none whole "
                          f"(newest, {newest.name}: {newest.differences[0]})")
+
+
+def _check_node(sets: tuple[StoredSet, ...], node: Optional[int], where: str) -> None:
+    """A node asked for that wrote no set here is refused, never answered with another's copy."""
+    nodes = {n for n in (node_of(s)[1] for s in sets) if n is not None}
+    if node is not None and nodes and node not in nodes:
+        raise SetChoiceError(f"no set of node {node} under {where} (nodes with sets: "
+                             f"{', '.join(str(n) for n in sorted(nodes))})")
+
+
+def _complete_everywhere(sets: tuple[StoredSet, ...], node: Optional[int]) -> list[StoredSet]:
+    """The sets `newest_complete` may choose, oldest first: each complete set outside node
+    folders; of a run's node folders, one copy of each name complete in all of them."""
+    nodes: dict[str, set[int]] = {}
+    copies: dict[tuple[str, str], dict[int, StoredSet]] = {}
+    out = []
+    for s in sets:
+        run, n = node_of(s)
+        if n is None:
+            if s.complete:
+                out.append(s)
+            continue
+        nodes.setdefault(run, set()).add(n)
+        if s.complete:
+            copies.setdefault((run, s.name), {})[n] = s
+    for (run, _), held in copies.items():
+        if set(held) == nodes[run]:
+            out.append(held[node] if node in held else held[min(held)])
+    return sorted(out, key=StoredSet.order)
 
 
 def passed_over(sets: Iterable[StoredSet], chosen: StoredSet) -> tuple[StoredSet, ...]:
@@ -135,11 +184,16 @@ def passed_over(sets: Iterable[StoredSet], chosen: StoredSet) -> tuple[StoredSet
     return tuple(s for s in sets if not s.complete and s.order() > chosen.order())
 
 
-def named_set(sets: Iterable[StoredSet], name: str, where: str) -> StoredSet:
-    """The set called `name`; refused when it is in several folders or not complete."""
+def named_set(sets: Iterable[StoredSet], name: str, where: str, node: Optional[int] = None) -> StoredSet:
+    """The set called `name`; refused when it is in several folders (but the node folders of one
+    run: `node`'s copy, else the lowest node's) or not complete."""
     found = [s for s in sets if s.name == name]
+    _check_node(tuple(found), node, where)
     if not found:
         raise SetChoiceError(f"no checkpoint set named {name!r} under {where}")
+    places = {node_of(s) for s in found}
+    if len(found) > 1 and len({run for run, _ in places}) == 1 and all(n is not None for _, n in places):
+        found = [min(found, key=lambda s: (node_of(s)[1] != node, node_of(s)[1]))]
     if len(found) > 1:
         raise SetChoiceError(f"set {name!r} is in {len(found)} places under {where} "
                              f"({', '.join(s.folder or '/' for s in found)}): name the run in the URL")
