@@ -249,3 +249,35 @@ def test_the_kernels_list_of_children_names_the_same_processes_as_a_scan_of_proc
             p.stdin.close()
             p.wait()
         dead.wait()
+
+
+def test_an_in_process_run_leaves_its_caller_no_subreaper(tmp_path):
+    # A Run makes its process a subreaper for its child's tree (a double-forked grandchild is still
+    # found), and undoes it after: a test session or a notebook must not go on adopting every
+    # orphan of the machine's later programs (they stayed zombies under the test session).
+    import ctypes
+    import sys
+
+    from trainvisor import Run, RunConfig
+    from trainvisor.config import RunDirConfig
+
+    def subreaper() -> int:
+        flag = ctypes.c_int(-1)
+        assert ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+        return flag.value
+
+    assert subreaper() == 0
+    seen = []
+    go = tmp_path / "go"
+    # the child waits (at most 60 s) until the hook has looked, so the hook looks while it runs
+    child = ("import os, sys, time\nprint('loss=1', flush=True)\nend = time.time() + 60\n"
+             f"while not os.path.exists({str(go)!r}) and time.time() < end:\n    time.sleep(0.01)\n")
+
+    def look(record) -> None:  # on the pipeline thread
+        seen.append(subreaper())
+        go.touch()
+
+    Run(RunConfig(command=(sys.executable, "-c", child), run=RunDirConfig(dir=str(tmp_path / "r"))),
+        hooks=[look], stdout_fd=None, stderr_fd=None).run()
+    assert seen == [1]  # while the child ran
+    assert subreaper() == 0

@@ -21,6 +21,7 @@ __all__ = [
     "spawn_child",
     "exit_code_of",
     "become_subreaper",
+    "stop_subreaper",
     "ProcessTree",
 ]
 
@@ -32,6 +33,7 @@ log = logging.getLogger("trainvisor.supervisor")
 TREE_TOKEN_ENV = "TRAINVISOR_TREE_TOKEN"
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 # psutil waits for each process it signalled; a SIGKILLed one is gone in milliseconds.
 _KILL_WAIT = 1.0
 _POLL = 0.02
@@ -40,12 +42,26 @@ _POLL = 0.02
 def become_subreaper() -> bool:
     """Make orphaned descendants of the child re-parent to us (Linux), so a
     grandchild that double-forked is still found and ended at shutdown; also
-    makes trainvisor reap zombies when it runs as a container's PID-1 daemon."""
+    makes trainvisor reap zombies when it runs as a container's PID-1 daemon.
+    True when this call made the process one (it was not): the caller undoes it
+    with `stop_subreaper` once its child is over, so a library call does not leave
+    a process (a test session, a notebook) adopting strangers' orphans for ever."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
+        was = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) == 0 and was.value:
+            return False
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def stop_subreaper() -> None:
+    """Undo `become_subreaper` (orphans re-parent to init again)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def spawn_child(
@@ -101,16 +117,17 @@ def spawn_child(
 
 
 def stop_group(pgid: int, sig: int) -> None:
-    """Job control for a group in its own session: `sig` (a TSTP handler may save state), then
-    SIGSTOP, which the kernel does not discard for an orphaned group as it does TSTP, TTIN and
-    TTOU; returns once its leader has stopped (at most a second or so)."""
-    for s in (sig, signal.SIGSTOP):
-        try:
-            os.killpg(pgid, s)
-        except (ProcessLookupError, PermissionError):
-            return
-        if s == sig:
-            wait_delivered(pgid, sig, timeout=0.5)
+    """Job control for a group in its own session (`sig` is TSTP, TTIN or TTOU): the group is sent
+    SIGSTOP in its place, as dumb-init does in its setsid mode. Why not `sig` first: the group is
+    orphaned in its own session, where the kernel discards these three for a process without a
+    handler; and one with a handler (a Python program prints or saves) runs it whenever it is next
+    scheduled, which may be after a SIGSTOP sent right behind it, so it would act on a Ctrl-Z only
+    once continued, out of order with the SIGCONT. Returns once the group's leader has stopped (at
+    most a second or so)."""
+    try:
+        os.killpg(pgid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        return
     wait_stopped(pgid, timeout=1.0)
 
 
@@ -118,21 +135,6 @@ def wait_stopped(pid: int, *, timeout: float) -> bool:
     """Until `pid` is stopped (state T in /proc), at most `timeout` seconds: a stop signal acts
     when the process is next scheduled, not when it is sent. False if it did not stop (or ended)."""
     return _poll_proc(pid, "stat", lambda text: text.rsplit(") ", 1)[1][:1] in ("T", "t"), timeout)
-
-
-def wait_delivered(pid: int, sig: int, *, timeout: float) -> bool:
-    """Until `sig`, sent to `pid`'s group, is no longer pending for it (handled, or acted on), at
-    most `timeout` seconds. Why: a SIGSTOP sent while a SIGTSTP is pending stops the process
-    first, and the SIGCONT that continues it discards the pending SIGTSTP: its handler never runs."""
-    bit = 1 << (sig - 1)
-
-    def delivered(text: str) -> bool:
-        for line in text.splitlines():
-            if line.startswith(("ShdPnd:", "SigPnd:")) and int(line.split()[1], 16) & bit:
-                return False
-        return True
-
-    return _poll_proc(pid, "status", delivered, timeout)
 
 
 def _poll_proc(pid: int, name: str, done: Callable[[str], bool], timeout: float) -> bool:

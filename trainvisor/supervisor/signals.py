@@ -17,7 +17,7 @@ SIGQUIT    Forwarded only: a JVM child answers it with a thread dump and goes on
 SIGUSR1/2  Forwarded (checkpoint-now and similar conventions of training scripts).
 SIGWINCH   Forwarded (with --pty the child's terminal takes trainvisor's size first).
 SIGCONT    Forwarded: whoever continued trainvisor continues the training too.
-SIGTSTP,   Job control: forwarded, then the child's group is sent SIGSTOP (its group
+SIGTSTP,   Job control: the child's group is sent SIGSTOP in their place (its group
 SIGTTIN,   is orphaned in its own session, where the kernel discards these three),
 SIGTTOU    then trainvisor stops itself; SIGCONT continues both.
 SIGSEGV,   Forwarded when sent from outside, without a handler (syncsignals.py): a

@@ -20,8 +20,8 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from .. import defaults
 from ..stream.source import Channel
-from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child,
-                      stop_group)
+from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child, stop_group,
+                      stop_subreaper)
 from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
@@ -153,8 +153,7 @@ class Supervisor:
         The child is forked from the calling thread, which this call blocks until
         the child is reaped: its parent-death signal fires when that thread ends.
         """
-        if self.subreaper:
-            become_subreaper()
+        made_subreaper = self.subreaper and become_subreaper()
         reaper = None
         if self.subreaper or os.getpid() == 1:
             # Made before the fork: the children we already have are the host's,
@@ -187,6 +186,8 @@ class Supervisor:
                 if fd is not None:
                     os.close(fd)
             self._pty_master = None
+            if made_subreaper:
+                stop_subreaper()  # the child's tree is ended and reaped: adopt no more orphans
 
     def send_signal(self, sig: int) -> None:
         """Forward `sig` to the child's process group; shutdown signals start the kill timeout.
