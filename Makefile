@@ -37,6 +37,10 @@ bench: $(STAMP)
 	$(PY) bench/checkpoint_latency.py
 	$(PY) bench/upload_throughput.py
 	$(PY) bench/startup.py
+	$(PY) bench/pytest_plugin.py
+	$(PY) bench/tail_latency.py
+	$(PY) bench/every_sink.py
+	$(PY) bench/pathological.py
 
 clean:
 	rm -rf $(VENV) trainvisor-runs build *.egg-info
