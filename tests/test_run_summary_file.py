@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from trainvisor import Run, RunConfig
-from trainvisor.config import ParsingConfig, RunDirConfig, StopConfig, UploadConfig, WatchConfig
+from trainvisor.config import LoggingConfig, ParsingConfig, RunDirConfig, StopConfig, UploadConfig, WatchConfig
 from trainvisor.errors import ConfigError
 from trainvisor.run.summaryfile import SUMMARY_NAME, read_summary
 
@@ -22,7 +22,8 @@ def test_a_stopped_run_with_uploads_reads_back_equal(tmp_path):
                                 "--rate", "300", "--on-sigint", "snapshot", "--snapshot-dir", str(tmp_path / "snap")),
                        parsing=ParsingConfig(parser="caffe", year=2026), run=RunDirConfig(dir=str(tmp_path / "run")),
                        watch=WatchConfig(dirs=(str(tmp_path / "snap"),)),
-                       upload=UploadConfig(to=f"file://{tmp_path / 'store'}"), stop=StopConfig(when=("loss is nan",)))
+                       upload=UploadConfig(to=f"file://{tmp_path / 'store'}"), stop=StopConfig(when=("loss is nan",)),
+                       logging=LoggingConfig(summary=True))
     summary = Run(config, stdout_fd=None, stderr_fd=None).run()
     assert summary.stop_rule is not None and math.isnan(summary.stop_rule.value)
     assert summary.uploads is not None and summary.uploads.sets_verified >= 1 and summary.table

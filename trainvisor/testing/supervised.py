@@ -60,7 +60,7 @@ def _in_process(argv: Sequence[str], run_dir: Path, *, cwd: Optional[str], env: 
 
     config = RunConfig(command=tuple(argv), run=RunDirConfig(dir=str(run_dir)),
                        parsing=ParsingConfig(parser=parser, year=year),
-                       process=ProcessConfig(cwd=cwd, env=dict(env or {})), logging=LoggingConfig(summary=False))
+                       process=ProcessConfig(cwd=cwd, env=dict(env or {})), logging=LoggingConfig(summary=True))  # the whole RunSummary (its table too); Run prints nothing
     collect = Collected()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         summary = Run(config, sinks=[collect], stdout_fd=out.fileno(), stderr_fd=err.fileno()).run()
