@@ -208,15 +208,19 @@ class Run:
         parts.tell_outcome(self._last)  # before the sinks close: an MLflow run ends with its status
         parts.finish()
         parts.end_timeline(self._last)
-        self.summary = parts.summarise(self._last, attempts=self._attempts)
+        summary = parts.summarise(self._last, attempts=self._attempts)
+        extra = dict(self._summary_extras(summary))  # what this kind of run adds (a sidecar: its follow)
         if restarts:
-            from dataclasses import replace
-
-            self.summary = replace(self.summary, restarts=tuple(restarts))
+            extra["restarts"] = tuple(restarts)
         if self.identity.is_set:  # which node of several the summary is of
-            self.summary = dataclasses.replace(self.summary, **self.identity.fields())
+            extra.update(self.identity.fields())
+        self.summary = dataclasses.replace(summary, **extra) if extra else summary
         _keep_summary(self.summary, self.run_dir)
         return self.summary
+
+    def _summary_extras(self, summary: RunSummary) -> dict:
+        """Fields a kind of run adds to its summary before it is kept (summary.json): none here."""
+        return {}
 
     def request_stop(self, reason: str, *, sig: int = signal.SIGINT, grace: Optional[float] = None) -> bool:
         """Stop the training, from any thread: `sig` (SIGINT: Caffe snapshots, Python frameworks

@@ -28,7 +28,7 @@ from ..config import RunConfig
 from ..errors import ConfigError
 from ..stream.tail import TailFollower
 from ..stream.tailpos import PositionStore, TailPosition
-from .run import Run, _keep_summary
+from .run import Run
 from .summary import RunSummary
 
 __all__ = ["TailRun", "ProcessEnd", "HEAD_FILE"]
@@ -101,6 +101,7 @@ class TailRun(Run):
         self._muted: Optional[tuple[list, list]] = None
         self._store: Optional[PositionStore] = None
         self._reread = 0  # lines a restart read again, muted: not counted as parsed twice
+        self._followed: Optional[object] = None  # the follow's TailStats, for the summary
         self._record: Optional[TailPosition] = None  # the last position recorded
         self._follow_end_asked = False  # stop_following() came (a signal), maybe before the follower
 
@@ -146,10 +147,12 @@ class TailRun(Run):
         log.info("run %s: followed %s: %d rotation(s), %d truncation(s), %d bytes read", self.run_id, self.path,
                  stats.rotations, stats.truncations, stats.bytes_read)
         self._last = ProcessResult(0, 0, stop_reason=self._stop.reason if self._stop else None)
-        summary = self.finish()  # a Run's end, as after a child: sinks closed, watcher stopped, uploads drained
-        self.summary = dataclasses.replace(summary, followed=stats, lines=summary.lines - self._reread)
-        _keep_summary(self.summary, self.run_dir)  # summary.json again, with the follow's counts
-        return self.summary
+        self._followed = stats
+        return self.finish()  # a Run's end, as after a child: sinks closed, watcher stopped, uploads drained
+
+    def _summary_extras(self, summary: RunSummary) -> dict:
+        """The follow's counts, and the lines parsed without those a restart read again for context."""
+        return {"followed": self._followed, "lines": summary.lines - self._reread}
 
     def stop_following(self) -> None:
         """End the follow after what the log holds now (SIGINT/SIGTERM to the sidecar); safe in a
