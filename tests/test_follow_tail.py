@@ -5,26 +5,15 @@ started again on the same run directory after the file grew reports only its new
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from tests.conftest import real_logs
 from trainvisor import RunConfig
 from trainvisor.config import LoggingConfig, ParsingConfig, ProcessConfig, RunDirConfig, WatchConfig
-from trainvisor.run.sidecar import TailRun
 
+from .conftest import real_logs
 from .test_follow import expected_mmdet
-
-
-def tail_once(config: RunConfig, log) -> None:
-    """One sidecar on `log` whose process has already exited: it reads to the end and stops."""
-    ended = subprocess.Popen([sys.executable, "-c", "pass"])
-    try:
-        os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: its pid stays
-        TailRun(config, log, pid=ended.pid).tail()
-    finally:
-        ended.wait()
+from .test_tail_library import tail_once
 
 
 def test_a_sidecar_follows_a_metric_file_beside_the_log_and_a_restart_reports_only_new_lines(tmp_path):

@@ -14,7 +14,7 @@ from tests.conftest import real_logs
 from trainvisor import RunConfig
 from trainvisor.config import LoggingConfig, ParsingConfig, RunDirConfig
 from trainvisor.run.sidecar import ProcessEnd, TailRun
-from trainvisor.run.summary import EXIT_STOPPED
+from trainvisor.run.summary import EXIT_STOPPED, RunSummary
 from trainvisor.stream.source import End
 from trainvisor.stream.tail import TailFollower
 
@@ -24,6 +24,16 @@ TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 # inherited disposition (ignored, when the test session was started in a shell's background).
 WAITER = ("import signal, sys\nsignal.signal(signal.SIGINT, lambda *_: sys.exit(130))\n"
           "print('ready', flush=True)\nsys.stdin.read()\n")
+
+
+def tail_once(config: RunConfig, log) -> RunSummary:
+    """One sidecar on `log` whose process has already exited: it reads to the end and stops."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: its pid stays
+        return TailRun(config, log, pid=ended.pid).tail()
+    finally:
+        ended.wait()
 
 
 def start_waiter(argv0: str = sys.executable) -> subprocess.Popen:
@@ -63,6 +73,10 @@ def test_a_stop_rule_signals_the_followed_process_and_the_log_is_read_to_its_end
         training.stdout.close()
     assert summary.stop_reason == "iteration 5000 reached" and summary.exit_code == EXIT_STOPPED
     assert (summary.followed.rotations, summary.followed.truncations) == (0, 0)
+    from trainvisor.run.summaryfile import read_summary
+
+    kept = read_summary(tmp_path / "run")  # summary.json is written once, with the follow's counts
+    assert (kept.followed, kept.lines) == (summary.followed, summary.lines)
     got = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     want = [json.loads(line) for line in replayed.read_text().splitlines()]
     strip = lambda d: {k: v for k, v in d.items() if k not in ("wall_time", "attempt")}  # noqa: E731
@@ -130,12 +144,7 @@ def test_a_sidecar_that_ended_on_a_partial_line_and_is_started_again_reports_it_
         if part is not None:
             with open(log, "ab") as fh:
                 fh.write(part)
-        ended = subprocess.Popen([sys.executable, "-c", "pass"])
-        try:
-            os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: its pid stays
-            TailRun(config, log, pid=ended.pid).tail()
-        finally:
-            ended.wait()
+        tail_once(config, log)
         if part is None:
             half = [json.loads(line) for line in metrics.read_text().splitlines()][-1]
             assert (half["name"], half["line"]) == ("accuracy", data[:cut].count(b"\n") + 1)
