@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from .election import LogTarget, elect
-from .protocol import ACK
+from .protocol import ACK, hello_frame
 from .rotation import LogWriterError
 from .target import connectable
 from .writer import LogWriterServer
@@ -62,6 +62,8 @@ class WriterConnection:
         self._acked = 0  # records of this connection the writer has acked
         self._sent = 0
         self._ack_buffer = b""
+        self._token = _new_token()  # this process's name in the writer's ledger
+        self._acked_total = 0  # records acked by every writer so far: the first unacked one's number
 
     @property
     def failed(self) -> bool:
@@ -140,9 +142,11 @@ class WriterConnection:
         if not whole:
             return
         (count,) = ACK.unpack_from(buf, whole - ACK.size)
-        for _ in range(min(count - self._acked, len(self._unacked))):
+        done = min(count - self._acked, len(self._unacked))
+        for _ in range(done):
             self._unacked.popleft()
         self._acked = count
+        self._acked_total += done
 
     def _final_acks(self) -> None:
         """A writer that closed cleanly may have acked more before it went: read it all."""
@@ -228,6 +232,9 @@ class WriterConnection:
             micros = int((self.send_timeout - seconds) * 1e6)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER_BYTES)
+            # Who we are and the number of the next record: unacked records re-sent after a
+            # writer's death are recognised by its successor, which skips those it has.
+            sock.sendall(hello_frame(self._token, self._acked_total), socket.MSG_NOSIGNAL)
         except OSError as exc:
             sock.close()
             if give_up:
@@ -248,6 +255,8 @@ class WriterConnection:
         self._unacked = collections.deque()  # the parent's records: the parent's to re-send
         self._acked = self._sent = 0
         self._ack_buffer = b""
+        self._token = _new_token()
+        self._acked_total = 0
 
     def _give_up(self, why: str) -> None:
         self._failed = True
@@ -274,6 +283,10 @@ class WriterConnection:
             self.server.close()  # kept: its figures (rotations, torn records) stay readable
         with _OWNING_LOCK:
             OWNING.discard(self)
+
+
+def _new_token() -> int:
+    return int.from_bytes(os.urandom(8), "little") or 1  # 0 marks a free ledger slot
 
 
 def write_stderr(text: str) -> None:

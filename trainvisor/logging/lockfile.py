@@ -2,15 +2,21 @@
 
 `.NAME.lock` beside the log: the writer holds an exclusive `flock` on it for as long as it
 runs (the kernel drops it when the process dies, however it dies) and writes its socket
-address into it, so a handler created anywhere for the same real path finds the live
+address into it (and, after that line, its ledger: see `ledger.py`), so a handler created anywhere for the same real path finds the live
 writer, or becomes it when there is none. No timing decides who writes.
 """
 from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+from pathlib import Path
 
-__all__ = ["WriterLock", "lock_path"]
+from .rotation import LogWriterError
+
+__all__ = ["WriterLock", "acquire", "lock_path", "remove_stale_directory"]
+
+_ADDRESS_BYTES = 4096  # the address line's room; the writer's ledger starts after it
 
 
 def lock_path(log_path: str) -> str:
@@ -47,15 +53,20 @@ class WriterLock:
         return True
 
     def publish(self, address: str) -> None:
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, address.encode("utf-8") + b"\n", 0)
+        """The address line, in place: the writer's ledger follows it in the same file."""
+        line = address.encode("utf-8") + b"\n"
+        if len(line) > _ADDRESS_BYTES:
+            raise OSError(f"socket address too long to publish: {address}")
+        os.pwrite(self.fd, line.ljust(_ADDRESS_BYTES, b"\0"), 0)
 
     def published(self) -> str | None:
-        """The address the holder published; None while it has not yet (or never will)."""
-        data = os.pread(self.fd, 4096, 0)
-        if not data.endswith(b"\n"):
+        """The address the holder published (or its dead predecessor: connecting fails, and
+        the asker elects again); None while there has been none."""
+        data = os.pread(self.fd, _ADDRESS_BYTES, 0)
+        end = data.find(b"\n")
+        if end <= 0:
             return None
-        return data[:-1].decode("utf-8", "replace") or None
+        return data[:end].decode("utf-8", "replace")
 
     def close(self) -> None:
         """Release; the holder removes the file first, so no lock file outlives a clean close
@@ -82,3 +93,30 @@ class WriterLock:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def acquire(filename: str | os.PathLike[str]) -> WriterLock:
+    """The lock of `filename`, for a writer started directly (not by a handler's election)."""
+    path = os.path.abspath(os.fspath(filename))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    lock = WriterLock(os.path.realpath(path))  # the lock handlers elect with
+    if not lock.try_acquire():
+        lock.close()
+        raise LogWriterError(f"{path} already has a log writer in another process")
+    return lock
+
+
+def remove_stale_directory(lock: WriterLock, ours: str, prefix: str) -> None:
+    """The previous holder's address outlives it only if it was killed: its directory
+    (a sibling of ours, made by us) is garbage now that we hold the lock."""
+    previous = lock.published()
+    if not previous:
+        return
+    stale = os.path.dirname(previous)
+    if (os.path.dirname(stale) == os.path.dirname(ours) and stale != ours
+            and os.path.basename(stale).startswith(prefix)):
+        try:
+            if os.stat(stale).st_uid == os.getuid():
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            pass

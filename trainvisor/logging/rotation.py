@@ -13,8 +13,23 @@ from typing import Callable
 
 from ..errors import TrainvisorError
 from ..stderr_gate import write_all
+from .ledger import Ledger
 
-__all__ = ["LogWriterError", "RotatingFile", "write_all", "warn"]
+__all__ = ["LogWriterError", "Mark", "RotatingFile", "write_all", "warn"]
+
+#: Whose records a batch holds: (first index, end index, ledger slot, that sender's count
+#: after the record at end - 1). One per sender per read, not per record.
+Mark = tuple[int, int, int, int]
+
+
+def _counts_at(marks: list[Mark], end: int) -> list[tuple[int, int]]:
+    """Each sender's count once the batch's records before index `end` are in the file."""
+    counts = []
+    for start, stop, slot, count in marks:
+        if start >= end:
+            break
+        counts.append((slot, count - max(0, stop - end)))
+    return counts
 
 
 class LogWriterError(TrainvisorError):
@@ -48,37 +63,62 @@ class RotatingFile:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._flags = flags & ~os.O_TRUNC
         self.fd = os.open(self.path, flags, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        st = os.fstat(self.fd)
+        self.size, self.inode = st.st_size, st.st_ino
+        self.ledger: Ledger | None = None  # set by the writer: a killed writer's successor reads it
         self._threshold = max_bytes
         self._backups = self._count_backups() if self._rotating else 0
         self.rotations = 0
         self.failed_rotations = 0
         self._warned = False
 
-    def write_records(self, payloads: list[bytes], lock: threading.Lock) -> None:
-        """Append whole records; rotate between records when the next one would not fit."""
+    def write_records(self, payloads: list[bytes], lock: threading.Lock, marks: list[Mark] = ()) -> None:
+        """Append whole records; rotate between records when the next one would not fit.
+        `marks` say whose records these are (see `Mark`), for the ledger."""
         data = b"".join(payloads)
         if not self._rotating or self.size + len(data) <= self._threshold:
-            write_all(self.fd, data)  # most batches: no per-record work on the writer's thread
-            self.size += len(data)
+            self._append(data, [(m[2], m[3]) for m in marks])  # most batches: no per-record work
             return
-        pending: list[bytes] = []
+        start = 0
         pending_size = 0
-        for payload in payloads:
+        for i, payload in enumerate(payloads):
             n = len(payload)
             filled = self.size + pending_size
             if filled and filled + n > self._threshold:
-                if pending:
-                    write_all(self.fd, b"".join(pending))
-                    self.size += pending_size
-                    pending, pending_size = [], 0
+                if i > start:
+                    self._append(b"".join(payloads[start:i]), _counts_at(marks, i))
+                    start, pending_size = i, 0
                 with lock:  # a fork must not see the fd number mid-swap
                     self._rollover()
-            pending.append(payload)
             pending_size += n
-        if pending:
-            write_all(self.fd, b"".join(pending))
-            self.size += pending_size
+        if len(payloads) > start:
+            self._append(b"".join(payloads[start:]), _counts_at(marks, len(payloads)))
+
+    def _append(self, data: bytes, counts: list[tuple[int, int]]) -> None:
+        ledger = self.ledger
+        if ledger is None:
+            write_all(self.fd, data)
+            self.size += len(data)
+            return
+        ledger.begin(self.inode, self.size, len(data), counts)
+        try:
+            write_all(self.fd, data)
+        except OSError:
+            self._cut_back()
+            ledger.commit(counts)  # the writer acks them anyway (stderr, or dropped with a warning)
+            raise
+        self.size += len(data)
+        ledger.commit(counts)
+
+    def _cut_back(self) -> None:
+        """A write that failed part-way leaves no half record behind (disk full)."""
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError:
+            try:
+                self.size = os.fstat(self.fd).st_size
+            except OSError:
+                pass
 
     def _rollover(self) -> None:
         try:
@@ -99,25 +139,36 @@ class RotatingFile:
             return
         self._close_fd()
         self.fd, self.size, self._threshold = fd, 0, self.max_bytes
+        self.inode = os.fstat(fd).st_ino
         self.rotations += 1
         self._warned = False
 
     def _count_backups(self) -> int:
-        """`name.1` ... `name.K` that exist in an unbroken run: counted once per writer, not
-        by probing every one of `backup_count` names at each rotation (10,000 stats each)."""
+        """The highest `name.K` (K <= backup_count) there is: one directory listing per writer,
+        not a stat of each of `backup_count` names (10,000 at each rotation). A writer killed
+        while shifting leaves a gap in the numbers: the highest one still counts, so the next
+        shift moves every older file up and never overwrites one."""
+        head, tail = os.path.split(self.path)
+        prefix = tail + "."
         top = 0
-        while top < self.backup_count and os.path.lexists(f"{self.path}.{top + 1}"):
-            top += 1
+        try:
+            names = os.listdir(head or ".")
+        except OSError:
+            return 0
+        for name in names:
+            if name.startswith(prefix):
+                suffix = name[len(prefix):]
+                if suffix.isdigit() and suffix[0] != "0":
+                    top = max(top, min(int(suffix), self.backup_count))
         return top
 
     def _shift_backups(self) -> None:
         top = min(self._backups, self.backup_count - 1)  # all slots full: the oldest is overwritten
-        try:
-            for i in range(top, 0, -1):
+        for i in range(top, 0, -1):
+            try:
                 os.replace(f"{self.path}.{i}", f"{self.path}.{i + 1}")
-        except FileNotFoundError:  # someone removed backups meanwhile: look again, then shift
-            self._backups = self._count_backups()
-            raise
+            except FileNotFoundError:  # a gap (a writer killed mid-shift, or removed by hand)
+                continue
 
     def _rotation_failed(self, what: str, exc: OSError) -> None:
         # Retry once as much again has been written: not before every record.

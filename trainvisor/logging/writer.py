@@ -19,13 +19,13 @@ import tempfile
 import threading
 import time
 import weakref
-from pathlib import Path
 from typing import Any
 
 from ..stderr_gate import write_all as _write_all
-from .lockfile import WriterLock
-from .protocol import ACK, ENV_VAR, FrameDecoder, ProtocolError
-from .rotation import LogWriterError, RotatingFile, warn as _warn
+from .ledger import Ledger, Recovery
+from .lockfile import WriterLock, acquire, remove_stale_directory
+from .protocol import ENV_VAR, FrameDecoder, ProtocolError, SenderCell, send_acks
+from .rotation import LogWriterError, Mark, RotatingFile, warn as _warn
 from .target import MAX_SOCKET_PATH, LogTarget, bind_listener, same_user, write_target
 
 __all__ = ["LogWriterError", "LogWriterServer", "RotatingFile"]
@@ -49,8 +49,14 @@ class LogWriterServer:
     removes the socket. Forked children silently drop their copies of its descriptors.
     """
 
-    def __init__(self, file: RotatingFile, *, directory: str, lock: WriterLock) -> None:
+    def __init__(self, file: RotatingFile, *, directory: str, lock: WriterLock,
+                 ledger: Ledger | None = None, senders: dict[int, tuple[int, int]] | None = None,
+                 recovery: Recovery | None = None) -> None:
         self.file = file
+        file.ledger = ledger
+        self.recovery = recovery or Recovery()  # what it found of a killed predecessor's last write
+        self._ledger = ledger
+        self._senders: dict[int, SenderCell] = {t: [count, slot] for t, (slot, count) in (senders or {}).items()}
         self.lock = lock
         self.directory = directory
         self.address = os.path.join(directory, _SOCKET_NAME)
@@ -109,21 +115,29 @@ class LogWriterServer:
         if socket_dir is not None and len(os.path.join(directory, _SOCKET_NAME).encode()) > MAX_SOCKET_PATH:
             os.rmdir(directory)
             raise LogWriterError(f"socket directory path too long for a Unix socket: {directory}")
+        ledger: Ledger | None = None
         try:
-            lock = lock or _acquire(filename)
-            _remove_stale_directory(lock, directory)
+            lock = lock or acquire(filename)
+            remove_stale_directory(lock, directory, _DIR_PREFIX)
+            ledger = Ledger(lock.fd)
+            if mode == "w" and not maxBytes > 0:
+                ledger.reset()  # the file is emptied: nothing in it to recognise
+            recovery, senders = ledger.recover(os.path.realpath(os.fspath(filename)))
             file = RotatingFile(filename, mode=mode, max_bytes=maxBytes, backup_count=backupCount)
         except (OSError, LogWriterError) as exc:
             os.rmdir(directory)
+            if ledger is not None:
+                ledger.close()
             if lock is not None:
                 lock.close()
             if isinstance(exc, LogWriterError):
                 raise
             raise LogWriterError(f"cannot open log file {filename}: {exc}") from exc
         try:
-            return cls(file, directory=directory, lock=lock)
+            return cls(file, directory=directory, lock=lock, ledger=ledger, senders=senders, recovery=recovery)
         except BaseException:
             file.close()
+            ledger.close()
             lock.close()
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -157,6 +171,7 @@ class LogWriterServer:
             stopping = False
             while not stopping:
                 batch: list[bytes] = []
+                marks: list[Mark] = []
                 senders: list[tuple[socket.socket, FrameDecoder]] = []
                 received = 0
                 events = self._selector.select()
@@ -168,11 +183,11 @@ class LogWriterServer:
                     elif sock is self._wake_r:
                         stopping = True
                     else:
-                        received += self._read(sock, key.data, batch)  # type: ignore[arg-type]
+                        received += self._read(sock, key.data, batch, marks)  # type: ignore[arg-type]
                         senders.append((sock, key.data))  # type: ignore[arg-type]
                 if batch:
-                    self._write(batch)
-                    _ack(senders)
+                    self._write(batch, marks)
+                    send_acks(senders)
                 pause = _COALESCE_SECONDS - (time.monotonic() - woke)
                 if 0 < received < _COALESCE_BYTES and pause > 0 and not stopping:
                     # Let records pile up for a moment: one wake-up, recv and write per
@@ -203,11 +218,22 @@ class LogWriterServer:
                     conn.close()  # an abstract socket has no file mode: whoever else connects is refused here
                     continue
                 conn.setblocking(False)
-                decoder = FrameDecoder()
+                decoder = FrameDecoder(self._sender)
                 self._connections[conn] = decoder
                 self._selector.register(conn, selectors.EVENT_READ, decoder)
 
-    def _read(self, conn: socket.socket, decoder: FrameDecoder, batch: list[bytes], *,
+    def _sender(self, token: int) -> SenderCell:
+        """A sender's count, shared by its connections (one re-sending after a timeout may
+        still have records in flight on its old one); kept in the ledger while it has a slot."""
+        cell = self._senders.get(token)
+        if cell is None:
+            slot, evicted = self._ledger.claim(token) if self._ledger is not None else (-1, None)
+            if evicted in self._senders:
+                self._senders[evicted][1] = -1  # still skipped here; no longer after a kill
+            cell = self._senders[token] = [0, slot]
+        return cell
+
+    def _read(self, conn: socket.socket, decoder: FrameDecoder, batch: list[bytes], marks: list[Mark], *,
               until: float | None = None) -> int:
         """Move whole records from `conn` into `batch`; return the bytes received. With
         `until` (a monotonic deadline), keep reading until the socket is empty or time is up."""
@@ -224,20 +250,26 @@ class LogWriterServer:
                 return received
             received += len(data)
             try:
-                batch += decoder.feed(data)
+                records = decoder.feed(data)
             except ProtocolError as exc:
                 _warn(f"dropping a log connection that sent garbage: {exc}")
                 self._drop(conn, decoder, torn=False)
                 return received
+            if records:
+                start = len(batch)
+                batch += records
+                cell = decoder.sender
+                if cell is not None and cell[1] >= 0:
+                    marks.append((start, len(batch), cell[1], cell[0]))
             if until is None:
                 if len(data) < _RECV_BYTES:
                     return received
             elif time.monotonic() > until:
                 return received
 
-    def _write(self, payloads: list[bytes]) -> None:
+    def _write(self, payloads: list[bytes], marks: list[Mark]) -> None:
         try:
-            self.file.write_records(payloads, self._lock)
+            self.file.write_records(payloads, self._lock, marks)
         except OSError as exc:  # disk full, file removed
             if not self.records_to_stderr:
                 if not self._dropping and self.warn_on_drop:
@@ -266,10 +298,11 @@ class LogWriterServer:
         until = time.monotonic() + _DRAIN_SECONDS  # a sender that never pauses cannot hold close() up
         for conn, decoder in list(self._connections.items()):
             batch: list[bytes] = []
-            self._read(conn, decoder, batch, until=until)
+            marks: list[Mark] = []
+            self._read(conn, decoder, batch, marks, until=until)
             if batch:
-                self._write(batch)
-                _ack([(conn, decoder)])
+                self._write(batch, marks)
+                send_acks([(conn, decoder)])
 
     def _release(self) -> None:
         with self._lock:
@@ -280,7 +313,9 @@ class LogWriterServer:
             self._listener.close()
             self._wake_r.close()
             self.file.close()
-            self.lock.close()  # only now may another process become the writer
+            if self._ledger is not None:
+                self._ledger.close()
+            self.lock.close()  # only now may another process become the writer; the ledger goes with it
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -313,6 +348,8 @@ class LogWriterServer:
             sock.close()
         self._selector.close()
         self.file.close()
+        if self._ledger is not None:
+            self._ledger.close()  # our copy of the mapping only
         self.lock.forget()
 
     def __enter__(self) -> "LogWriterServer":
@@ -324,44 +361,6 @@ class LogWriterServer:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<LogWriterServer {self.file.path!r} at {self.address!r} {state}>"
-
-
-def _ack(senders: list[tuple[socket.socket, FrameDecoder]]) -> None:
-    """Tell each sender how many of its records are now in the file. Never blocks: a sender
-    whose buffer is full gets the (cumulative) count with a later batch."""
-    for conn, decoder in senders:
-        if conn.fileno() < 0:
-            continue  # it disconnected in this round: nobody to tell
-        try:
-            conn.send(ACK.pack(decoder.frames), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
-        except OSError:
-            pass
-
-
-def _acquire(filename: str | os.PathLike[str]) -> WriterLock:
-    path = os.path.abspath(os.fspath(filename))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    lock = WriterLock(os.path.realpath(path))  # the lock handlers elect with
-    if not lock.try_acquire():
-        lock.close()
-        raise LogWriterError(f"{path} already has a log writer in another process")
-    return lock
-
-
-def _remove_stale_directory(lock: WriterLock, ours: str) -> None:
-    """The previous holder's address outlives it only if it was killed: its directory
-    (a sibling of ours, made by us) is garbage now that we hold the lock."""
-    previous = lock.published()
-    if not previous:
-        return
-    stale = os.path.dirname(previous)
-    if (os.path.dirname(stale) == os.path.dirname(ours) and stale != ours
-            and os.path.basename(stale).startswith(_DIR_PREFIX)):
-        try:
-            if os.stat(stale).st_uid == os.getuid():
-                shutil.rmtree(stale, ignore_errors=True)
-        except OSError:
-            pass
 
 
 _held: list[LogWriterServer] = []
