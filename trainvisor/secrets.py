@@ -31,10 +31,11 @@ MIN_REMEMBERED = 8
 """A shorter value is not masked verbatim: it would mask ordinary words (a test's `test` key)."""
 
 # The user part stops at `/` or `:`; the password runs to the next `@` and may hold a `/` (AWS
-# secret keys do), but no space or quote: a URL quoted in a message ends there.
-_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^\s/@:'\"<>]*):[^\s@'\"<>]*@", re.IGNORECASE)
+# secret keys do), but no space or quote: a URL quoted in a message ends there. The scheme may be
+# missing: a URL cut at its first `:` (`module:attribute`) is quoted as `//user:pw@host`.
+_URL_PASSWORD = re.compile(r"((?:[a-z][a-z0-9+.-]*:)?//[^\s/@:'\"<>]*):[^\s@'\"<>]*@", re.IGNORECASE)
 _SECRET_PARAMETER = re.compile(
-    r"([?&;][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|credential|auth)[\w.-]*=)[^&#\s'\"<>]+",
+    r"([?&;][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|credential|auth)[\w.-]*=)[^&;#\s'\"<>]+",
     re.IGNORECASE)
 _remembered: set[str] = set()
 _lock = threading.Lock()
@@ -43,7 +44,7 @@ _lock = threading.Lock()
 def mask_url(text: str) -> str:
     """Every URL in `text` with its password and its secret-named query values masked:
     `s3://AKIA:secret@bucket/p?token=t` -> `s3://AKIA:***@bucket/p?token=***`; the rest unchanged."""
-    if "@" in text and "://" in text:
+    if "@" in text and "//" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     if "=" in text:
         text = _SECRET_PARAMETER.sub(lambda m: m.group(1) + MASK, text)
