@@ -150,3 +150,13 @@ def test_the_saved_configuration_masks_a_password_in_the_commands_arguments(tmp_
                                   "upload": {"to": f"file://{tmp_path}/store"}})
     shown = dump(config, "yaml")
     assert PW not in shown and "postgres://ml:***@db/runs" in shown and MASK in shown
+
+
+def test_a_webhooks_bearer_token_under_any_variable_is_masked_once_the_sink_is_made():
+    from trainvisor.sinks.webhook import WebhookSink
+
+    token = "WT-hook-token-5150"
+    assert mask_text(f"401: bad token {token}") == f"401: bad token {token}"
+    sink = WebhookSink("http://127.0.0.1:9/in", token_env="MY_HOOK_TOKEN", environ={"MY_HOOK_TOKEN": token})
+    sink.close()
+    assert mask_text(f"401: bad token {token}") == "401: bad token ***"
