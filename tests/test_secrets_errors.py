@@ -27,7 +27,8 @@ TRAINING = [sys.executable, "-c", "import sys; [print(f'I0101 00:00:0{i}.000001 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """No store, tracking server or proxy of the machine's; nothing that changes what is printed."""
     (tmp_path / "aws-none").write_text("")
-    drop = ("AWS_", "QINIU_", "MLFLOW_", "TRAINVISOR_", "COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR")
+    drop = ("AWS_", "QINIU_", "MLFLOW_", "TRAINVISOR_", "COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "LC_",
+            "LANGUAGE", "PYTHONIOENCODING", "TZ")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop) and "proxy" not in k.lower()}
     return {**env, "TRAINVISOR_OFFLINE": "1", "AWS_EC2_METADATA_DISABLED": "true", "LANG": "C.UTF-8",
             "AWS_CONFIG_FILE": str(tmp_path / "aws-none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "aws-none"),
@@ -82,7 +83,7 @@ def test_a_url_written_with_a_password_is_refused_naming_user_and_host_only(args
     _assert_masked(proc, tmp_path)
 
 
-def test_an_unreachable_s3_endpoint_is_named_without_its_password_by_run_and_resume(tmp_path):
+def test_an_unreachable_s3_endpoint_is_named_without_its_password_by_run_resume_and_upload(tmp_path):
     """botocore's EndpointConnectionError quotes the endpoint URL, user and password included."""
     port = _closed_port()
     env = _env(tmp_path, AWS_ENDPOINT_URL=f"http://eu:{PW}@127.0.0.1:{port}", AWS_ACCESS_KEY_ID="AKIAEU",
@@ -93,8 +94,11 @@ def test_an_unreachable_s3_endpoint_is_named_without_its_password_by_run_and_res
     resume = _trainvisor(["resume", "rd"], tmp_path, env)  # the run directory the refused run left
     assert resume.returncode == 3 and resume.stderr == f"trainvisor: {said}\n"
     assert "s3://bkt/pw" in (tmp_path / "rd" / "config.yaml").read_text()
-    _assert_masked(run, tmp_path)
-    _assert_masked(resume, tmp_path)
+    (tmp_path / "x.bin").write_bytes(b"x")
+    upload = _trainvisor(["upload", "x.bin", "--to", "s3://bkt/pw", "--run-dir", "up", "--retries", "0"], tmp_path, env)
+    assert upload.returncode == 3 and upload.stderr == f"trainvisor: {said}\n"
+    for proc in (run, resume, upload):
+        _assert_masked(proc, tmp_path)
 
 
 def test_download_from_a_store_behind_a_password_that_does_not_hold_the_run(tmp_path, moto_module_endpoint):

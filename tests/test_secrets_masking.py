@@ -160,3 +160,19 @@ def test_a_webhooks_bearer_token_under_any_variable_is_masked_once_the_sink_is_m
     sink = WebhookSink("http://127.0.0.1:9/in", token_env="MY_HOOK_TOKEN", environ={"MY_HOOK_TOKEN": token})
     sink.close()
     assert mask_text(f"401: bad token {token}") == "401: bad token ***"
+
+
+def test_a_threads_traceback_on_the_cli_is_masked_and_its_exit_silent(capsys):
+    import threading
+
+    from trainvisor.cli import _masked_thread_traceback
+
+    thread = threading.Thread(name="trainvisor-upload-1")
+    try:
+        raise ConnectionError(f"reset by http://eu:{PW}@127.0.0.1:9")
+    except ConnectionError:
+        _masked_thread_traceback(threading.ExceptHookArgs((*sys.exc_info(), thread)))
+    _masked_thread_traceback(threading.ExceptHookArgs((SystemExit, SystemExit(0), None, thread)))
+    err = capsys.readouterr().err
+    assert err.startswith("Exception in thread trainvisor-upload-1:\nTraceback (most recent call last):\n")
+    assert err.endswith("ConnectionError: reset by http://eu:***@127.0.0.1:9\n") and PW not in err
