@@ -5,12 +5,13 @@ query parameters named like secrets (`?token=`, `X-Amz-Signature=`). `mask_text`
 values of the known secret variables (`AWS_SECRET_ACCESS_KEY`, `QINIU_SECRET_KEY`...) and of
 those `remember` was given (a credentials file's), where a message repeats one verbatim.
 
-Messages are masked where they leave the process (the CLI's error lines, the logging formatters,
-summary.json) and at their source for URLs objects keep (a store's `shown`), so an error path
-nobody thought of is covered by default. One small module with no imports but `os` and `re`, so
-the configuration can mask what it logs at a run's start without loading the uploaders. Cheap:
-a substring test before each pattern, since it runs on every warning line (never on the data
-path: the training's own bytes are passed through as they are)."""
+Messages are masked where they leave the process (the CLI's error lines and tracebacks, the
+logging formatters, summary.json) and where they are made (every TrainvisorError's message; a
+destination's `shown`), so an error path nobody thought of is covered by default. One small
+module that imports only the standard library, so the configuration can mask what it logs at a
+run's start without loading the uploaders. Cheap: a substring test before each pattern, since it
+runs on every warning line (never on the data path: the training's own bytes pass through as
+they are)."""
 from __future__ import annotations
 
 import os
