@@ -5,6 +5,7 @@ import math
 from typing import Iterable, Optional
 
 from .events import PHASE_TRAIN, Metric, Notice
+from .secrets import mask_text
 from .stream.pipeline import PipelineStats
 
 __all__ = ["format_summary", "format_replay_summary"]
@@ -52,7 +53,7 @@ def format_summary(summary) -> str:
     if s.metrics_path:
         lines.append(f"  metrics file   {s.metrics_path}")
     lines.append(f"  run directory  {s.run_dir}")
-    return "\n".join(lines)
+    return mask_text("\n".join(lines))  # a warning or an upload error may quote a URL with its password
 
 
 def format_replay_summary(stats: PipelineStats, counts, *, metrics_path: Optional[str] = None) -> str:

@@ -8,12 +8,14 @@ import importlib
 import logging
 import os
 import sys
+import threading
 from typing import Optional, Sequence
 
 import click
 
 from .. import __version__
 from ..errors import TrainvisorError
+from ..secrets import mask_text
 
 __all__ = ["main", "cli"]
 
@@ -70,16 +72,19 @@ def _tune_gc() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Entry point: maps trainvisor errors to one line on stderr and an exit code."""
     _tune_gc()
+    sys.excepthook = _masked_traceback
+    threading.excepthook = _masked_thread_traceback
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="trainvisor", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("trainvisor: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        exc.message = mask_text(exc.message)  # a bad value (a URL with its password) is quoted in it
         exc.show()
         sys.exit(exc.exit_code)
     except TrainvisorError as exc:
-        click.echo(f"trainvisor: {exc}", err=True)
+        click.echo(mask_text(f"trainvisor: {exc}"), err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
@@ -87,7 +92,24 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         # A path trainvisor cannot create, open or write: one line, no traceback.
         where = f": {exc.filename}" if exc.filename else ""
         log.debug("I/O error", exc_info=exc)
-        click.echo(f"trainvisor: {exc.strerror or exc}{where}", err=True)
+        click.echo(mask_text(f"trainvisor: {exc.strerror or exc}{where}"), err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _masked_traceback(kind: type, exc: BaseException, tb: object) -> None:
+    """A bug's traceback is still printed whole, but its text masked: an exception's message
+    (a store's, a library's) may quote a URL with its password or a key."""
+    import traceback
+
+    sys.stderr.write(mask_text("".join(traceback.format_exception(kind, exc, tb))))
+
+
+def _masked_thread_traceback(args: "threading.ExceptHookArgs") -> None:
+    """As threading's own hook (a thread's SystemExit is silent), the traceback masked."""
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    sys.stderr.write(f"Exception in thread {name}:\n")
+    _masked_traceback(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback)

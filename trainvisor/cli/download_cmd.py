@@ -49,8 +49,10 @@ def download(url: str, out_dir: str, latest: bool, set_name: Optional[str], cred
 def _warnings_to_stderr() -> None:
     """No run log here: what the download warns of (a retried read, an unreadable manifest
     passed over) is said on stderr, one line each, as the command's own messages are."""
+    from ..run.logsetup import MaskingFormatter
+
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("trainvisor: %(message)s"))
+    handler.setFormatter(MaskingFormatter("trainvisor: %(message)s"))  # a store's error may quote its URL
     handler.setLevel(logging.WARNING)
     logger = logging.getLogger("trainvisor")
     logger.addHandler(handler)

@@ -212,8 +212,8 @@ def to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:
         elif isinstance(value, Mapping):
             out[f.name] = {k: _masked(_unfrozen(v), mask_secrets and (is_secret(f) or bool(_SECRET_NAME.search(k))),
                                       mask_secrets) for k, v in value.items()}
-        elif isinstance(value, tuple):
-            out[f.name] = list(value)
+        elif isinstance(value, tuple):  # the command's arguments too: `--db postgres://u:pw@host`
+            out[f.name] = [mask_url(v) if mask_secrets and isinstance(v, str) else v for v in value]
         elif isinstance(value, str) and mask_secrets:
             out[f.name] = MASK if is_secret(f) else mask_url(value)
         else:

@@ -17,6 +17,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Callable, Optional
 
+from ..secrets import mask_text
 from ..status import health_of
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ class HealthServer:
                 try:
                     code, body = judge()
                 except Exception as exc:  # a bug of ours must not end the server: the probe sees it
-                    code, body = 500, {"ok": False, "reason": f"{type(exc).__name__}: {exc}"}
+                    # masked: whoever can reach the port is not owed a password an exception quotes
+                    code, body = 500, {"ok": False, "reason": mask_text(f"{type(exc).__name__}: {exc}")}
                 self._reply(code, body)
 
             def _reply(self, code: int, body: dict) -> None:

@@ -12,9 +12,10 @@ import logging
 from pathlib import Path
 from typing import Mapping, Optional
 
+from ..secrets import mask_text
 from ..stderr_gate import STDERR
 
-__all__ = ["RunLogging", "RUN_LOG_NAME"]
+__all__ = ["RunLogging", "RUN_LOG_NAME", "MaskingFormatter", "OneLineFormatter"]
 
 RUN_LOG_NAME = "train.log"
 _FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
@@ -44,8 +45,8 @@ class RunLogging:
             # Its stderr is the training's: a run log that cannot be written (disk full) is said once,
             # never flooded into the training's output.
             server.records_to_stderr, server.warn_on_drop = False, not quiet
-            own.append(MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter(_FORMAT)))
-            library = MultiProcessingLogHandler.connect(server.address, formatter=logging.Formatter(_FORMAT))
+            own.append(MultiProcessingLogHandler.connect(server.address, formatter=MaskingFormatter(_FORMAT)))
+            library = MultiProcessingLogHandler.connect(server.address, formatter=MaskingFormatter(_FORMAT))
             library.setLevel(logging.WARNING)
         library.addFilter(_drop_watchdog_stop_race)
         logging.getLogger().addHandler(library)  # so logging.lastResort never prints to stderr
@@ -87,7 +88,17 @@ def _drop_watchdog_stop_race(record: logging.LogRecord) -> bool:
     return not (record.name.startswith("watchdog") and "called when the thread is inactive" in str(record.msg))
 
 
-class OneLineFormatter(logging.Formatter):
+class MaskingFormatter(logging.Formatter):
+    """The run log's lines, secrets masked (secrets.mask_text): a record's message and its
+    traceback may quote a store's URL with its password (botocore's EndpointConnectionError names
+    the endpoint), a webhook's, a key. Masked here, where every record of trainvisor and of the
+    libraries it loads is written, so no one error path has to remember it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_text(super().format(record))
+
+
+class OneLineFormatter(MaskingFormatter):
     """A record as one line: its message, and for a record with an exception the exception's
     type and text when the message does not already say them, then where the traceback is. The
     training's stderr is no place for a traceback (a sink failing on a full disk printed 20
@@ -99,7 +110,7 @@ class OneLineFormatter(logging.Formatter):
         if exc is not None:
             said = f"{type(exc).__name__}: {exc}"
             text += ("" if said in text else f" ({said})") + " (traceback in the run log)"
-        return " ".join(text.splitlines())
+        return mask_text(" ".join(text.splitlines()))
 
 
 def _with_message(record: logging.LogRecord) -> logging.LogRecord:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..events import Metric, Notice
+from ..secrets import mask_url
 
 if TYPE_CHECKING:
     from ..sinks.lastbest import MetricRow
@@ -44,8 +45,8 @@ class UploadTotals:
 
     @classmethod
     def from_report(cls, destination: str, report) -> "UploadTotals":
-        """From an upload manager's `DrainReport`."""
-        return cls(destination=destination, sets_verified=len(report.sets.verified),
+        """From an upload manager's `DrainReport`; the destination as a message may show it."""
+        return cls(destination=mask_url(destination), sets_verified=len(report.sets.verified),
                    sets_pending=len(report.sets.pending), sets_failed=len(report.sets.failed),
                    verified=tuple(report.verified), pending=tuple(report.pending), failed=tuple(report.failed))
 

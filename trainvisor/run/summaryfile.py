@@ -73,10 +73,13 @@ def _decoders() -> dict[str, Callable[[Any], Any]]:
 
 
 def write_summary(summary: RunSummary, run_dir: "str | os.PathLike[str]") -> Path:
-    """RUN_DIR/summary.json, replaced atomically."""
+    """RUN_DIR/summary.json, replaced atomically; secrets masked (a warning, an upload error or the
+    command may quote a URL with its password: the file is read by people and dashboards)."""
+    from ..secrets import mask_text
+
     path = Path(run_dir) / SUMMARY_NAME
     tmp = path.with_name(SUMMARY_NAME + ".tmp")
-    tmp.write_text(json.dumps(_plain(summary), indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(mask_text(json.dumps(_plain(summary), indent=1)) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
 

@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from ..events import Metric
-from ..secrets import mask_url
+from ..secrets import mask_url, remember
 from .threaded import SinkCounts
 from .webhook_batch import EpochStatistics, Item, encode, overhead, pack
 
@@ -101,6 +101,7 @@ class WebhookSink:
             raise ConfigError(f"webhook sink: max_bytes {max_bytes} leaves no room for a record")
         self._headers = {"Content-Type": "application/json", "User-Agent": "trainvisor-webhook"}
         token = _token(token_env, credentials, environ)
+        remember([token])  # under any variable's name: a receiver's error that quotes it is masked
         if token or basic:
             self._headers["Authorization"] = "Bearer " + token if token else basic
         self._statistics = EpochStatistics(None if num_epochs is None else _count("num_epochs", num_epochs))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from ..errors import ConfigError
+from ..secrets import remember_from
 
 __all__ = ["CREDENTIAL_KEYS", "S3Credentials", "read_credentials_file", "destination_environment"]
 
@@ -60,6 +61,7 @@ def read_credentials_file(path: str | os.PathLike, *, keys: frozenset = CREDENTI
         if not value:
             raise ConfigError(f"{where}: {key} is empty")
         values[key] = value
+    remember_from(values)  # a store that quotes one back (a signature error) is masked anywhere it is shown
     return values
 
 

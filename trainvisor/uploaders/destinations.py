@@ -102,7 +102,9 @@ def _bucket_check(name: str, example: str) -> Callable[[Destination], None]:
     def check(dest: Destination) -> None:
         if not dest.location:
             raise ConfigError(f"{name} URL must look like {example}, got {dest.shown!r}")
-        if "@" in dest.location:  # credentials in a URL end up in logs: they come from the environment
+        # Credentials in a URL end up in logs: they come from the environment. A password with a
+        # `/` in it (AWS secret keys have them) ends the host part early: the masker finds it.
+        if "@" in dest.location or dest.shown.partition("?")[0] != dest.url.partition("?")[0]:
             raise ConfigError(f"{name} URL takes no user or password (credentials come from the environment "
                               f"or a credentials file), got {dest.shown!r}")
 

@@ -123,7 +123,9 @@ class S3Uploader(OpenUploads):
             code = _code(exc)
             return UploadError(f"{what} on {self.url}: {code}", retryable=code not in _PERMANENT)
         retry = isinstance(exc, (EndpointConnectionError, BotoCoreError))
-        return UploadError(f"{what} on {self.url}: {type(exc).__name__}", retryable=retry)
+        # Which endpoint could not be reached (its password masked by UploadError, as any message's)
+        where = f" at {self._client.meta.endpoint_url}" if isinstance(exc, EndpointConnectionError) else ""
+        return UploadError(f"{what} on {self.url}: {type(exc).__name__}{where}", retryable=retry)
 
     def preflight(self) -> None:
         probe = ".trainvisor-probe"
