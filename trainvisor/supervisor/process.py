@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from ..errors import CommandNotExecutable, CommandNotFound
+from .procfs import nothing_left, wait_stopped
 
 if TYPE_CHECKING:
     import psutil
@@ -131,26 +132,6 @@ def stop_group(pgid: int, sig: int) -> None:
     wait_stopped(pgid, timeout=1.0)
 
 
-def wait_stopped(pid: int, *, timeout: float) -> bool:
-    """Until `pid` is stopped (state T in /proc), at most `timeout` seconds: a stop signal acts
-    when the process is next scheduled, not when it is sent. False if it did not stop (or ended)."""
-    return _poll_proc(pid, "stat", lambda text: text.rsplit(") ", 1)[1][:1] in ("T", "t"), timeout)
-
-
-def _poll_proc(pid: int, name: str, done: Callable[[str], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with open(f"/proc/{pid}/{name}") as fh:
-                if done(fh.read()):
-                    return True
-        except (OSError, IndexError, ValueError):
-            return False
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)
-
-
 def exit_code_of(returncode: int) -> int:
     """A shell's convention: 128+N for a child killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -175,7 +156,7 @@ class ProcessTree:
     def refresh(self, *, sweep: bool = False) -> "list[psutil.Process]":
         """The live processes of the tree; `sweep` also reads every process's
         environment for the run's token (a few milliseconds: at shutdown only)."""
-        if not self._known and _nothing_left(self.child_pid, self._marker):
+        if not self._known and nothing_left(self.child_pid, self._marker):
             return []  # the common end of a run, found without importing psutil (~20 ms)
         import psutil
 
@@ -317,47 +298,3 @@ def _send(p: "psutil.Process", sig: int) -> bool:
         return True
     except psutil.Error:
         return False
-
-
-def _nothing_left(child_pid: int, marker: Optional[bytes]) -> bool:
-    """True when /proc shows no process of the tree: the child is gone (or a zombie), we have no
-    other child process, and no process carries the run's token. Conservative: anything it cannot
-    read counts as something left, and the full psutil walk decides."""
-    me = os.getpid()
-    if _alive(child_pid) or _children_of(me) - {child_pid}:
-        return False
-    if marker is None:
-        return True
-    try:
-        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
-        return False
-    for pid in pids:
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    return False
-        except OSError:
-            continue  # gone, or not ours to read (psutil could not read it either)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b") ", 1)[1][:1] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
-
-
-def _children_of(pid: int) -> set[int]:
-    found: set[int] = set()
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                found.update(int(c) for c in f.read().split())
-    except OSError:
-        return {-1}  # unreadable: assume something is there
-    return found

@@ -15,8 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from .. import defaults
 from ..stream.source import Channel
@@ -24,6 +23,7 @@ from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_o
                       stop_subreaper)
 from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
+from .result import ProcessResult, StopRequest
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
 
 __all__ = ["Supervisor", "ProcessResult", "StopRequest", "DEFAULT_STOP_GRACE"]
@@ -38,31 +38,6 @@ DEFAULT_STOP_GRACE = defaults.STOP_GRACE
 READER_GRACE = 0.5
 # How often descendants are looked up while the child runs (psutil, ~ms each).
 TREE_REFRESH = 0.5
-
-
-@dataclass(frozen=True)
-class ProcessResult:
-    """How the child ended, and what it took: the process's side of a run."""
-
-    exit_code: int
-    returncode: int
-    unparsed_bytes: int = 0
-    killed_processes: int = 0
-    signalled_by: Optional[int] = None
-    stop_reason: Optional[str] = None
-    """Why the owner asked the training to stop (`stop()`), if it did."""
-
-    @property
-    def signal(self) -> Optional[int]:
-        return -self.returncode if self.returncode < 0 else None
-
-
-class StopRequest(NamedTuple):
-    """A stop asked for: why, the polite signal, and its grace before SIGTERM."""
-
-    reason: str
-    signal: int
-    grace: float
 
 
 class Supervisor:
