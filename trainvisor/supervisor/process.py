@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from ..errors import CommandNotExecutable, CommandNotFound
-from .procfs import nothing_left, wait_stopped
+from .procfs import children_of, descendants_of, nothing_left, wait_stopped
 
 if TYPE_CHECKING:
     import psutil
@@ -141,17 +141,27 @@ class ProcessTree:
     """The child and every process it started, found through psutil.
 
     Descendants are remembered while the child lives, so ones that outlive it
-    (re-parented to us as subreaper, or to init) are still ended; at shutdown,
-    processes that carry the run's token in their environment are found too,
-    wherever they were re-parented.
+    (re-parented to us as subreaper, or to init) are still ended. As subreaper,
+    what the kernel re-parents to us is the tree's whatever its environment says;
+    at shutdown, processes that carry the run's token in their environment are
+    found too, wherever they were re-parented (to init, when not a subreaper).
     """
 
     def __init__(self, child_pid: int, *, own_pids: Callable[[], Iterable[int]] = lambda: (),
-                 token: Optional[str] = None) -> None:
+                 token: Optional[str] = None, adopts: bool = False, before: Iterable[int] = (),
+                 on_new: Optional[Callable[[list[int]], None]] = None) -> None:
         self.child_pid = child_pid
         self._own_pids = own_pids
         self._marker = f"{TREE_TOKEN_ENV}={token}".encode() if token else None
         self._known: dict[int, float] = {}  # pid -> create_time, to avoid killing a reused pid
+        # As subreaper (or PID 1) every orphan of the child's tree becomes our child, whatever its
+        # environment says: a child of ours is the tree's unless it was there before the child
+        # (`before`: the host's), runs in our own session (the tree never can: the child has a
+        # session of its own) or is named by `own_pids`.
+        self._adopts = adopts
+        self._before = frozenset(before)
+        self._own_sid = os.getsid(0)
+        self._on_new = on_new  # told each pid the tree is first seen with (the run's process record)
 
     def refresh(self, *, sweep: bool = False) -> "list[psutil.Process]":
         """The live processes of the tree; `sweep` also reads every process's
@@ -177,14 +187,24 @@ class ProcessTree:
         return [p for p in procs.values() if _running(p)]
 
     def _add_orphans(self, procs: "dict[int, psutil.Process]", own: set[int]) -> None:
-        """Orphans re-parented to us (as subreaper): those of the child's session
-        or carrying the token, never a process of our own (a server a test started)."""
+        """Orphans re-parented to us (as subreaper): every adopted one with its descendants, or
+        (not adopting) those of the child's session or carrying the token; never a process of
+        our own (a server a test started)."""
         import psutil
 
         try:
             ours = psutil.Process().children(recursive=True)
         except psutil.Error:
             return
+        # Our direct children from the kernel's list (no second walk of every process).
+        direct = children_of(os.getpid()) - {-1} if self._adopts else set()
+        for pid in direct - own - procs.keys():
+            if self._adopted(pid):
+                for found in (pid, *descendants_of(pid)):
+                    try:
+                        procs.setdefault(found, psutil.Process(found))
+                    except psutil.Error:
+                        pass
         rest = []
         for p in ours:
             if p.pid in own or p.pid in procs:
@@ -197,6 +217,15 @@ class ProcessTree:
                 continue
             rest.append(p)
         self._add_marked(procs, own, rest)
+
+    def _adopted(self, pid: int) -> bool:
+        """A child of ours that the host did not start: not there before the child, not in our session."""
+        if pid in self._before:
+            return False
+        try:
+            return os.getsid(pid) != self._own_sid
+        except OSError:
+            return False
 
     def _add_marked(self, procs: "dict[int, psutil.Process]", own: set[int],
                     candidates: "Iterable[psutil.Process]") -> None:
@@ -224,12 +253,16 @@ class ProcessTree:
                         procs[pid] = p
                 except psutil.Error:
                     self._known.pop(pid, None)
+        new = []
         for pid, p in procs.items():
             if pid not in self._known:
                 try:
                     self._known[pid] = p.create_time()
+                    new.append(pid)
                 except psutil.Error:
                     pass
+        if new and self._on_new is not None:
+            self._on_new(new)
 
     def terminate_all(self, *, timeout: float) -> int:
         """SIGTERM every live process of the tree, SIGKILL what is left after

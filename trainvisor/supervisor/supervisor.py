@@ -93,8 +93,7 @@ class Supervisor:
         self.extra_env = dict(extra_env or {})
         self.log_file = log_file
         self.kill_timeout = kill_timeout
-        self.stdout_fd = stdout_fd
-        self.stderr_fd = stderr_fd
+        self.stdout_fd, self.stderr_fd = stdout_fd, stderr_fd
         self.forward_signals = forward_signals
         self.subreaper = subreaper
         self.death_signal = death_signal_for(on_supervisor_death)
@@ -108,8 +107,7 @@ class Supervisor:
         self._pty_master: Optional[int] = None
         # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
         self.token = os.urandom(8).hex()  # os.urandom, not secrets: that module costs ~8 ms of start-up
-        self._own_pids = own_pids
-        self._popen = popen
+        self._own_pids, self._popen = own_pids, popen
         # What other threads change (send_signal, stop) and the waiting thread reads: under _lock.
         self._lock = threading.Lock()
         self._shutdown_at: Optional[float] = None
@@ -250,7 +248,8 @@ class Supervisor:
             handlers.restore()
             self._close_waker()
             raise
-        tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token)
+        tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token, adopts=reaper is not None,
+                           before=reaper.before if reaper is not None else ())
         killed = self._wait_and_end(proc, tree, reaper, waker, handlers, signals_on)
         self._join_readers(readers)
         for pipe in (proc.stdout, proc.stderr):
