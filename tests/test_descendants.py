@@ -1,5 +1,6 @@
 """Every descendant is ended (issue 23): workers that exec with an empty environment and leave the
-child's session are still the run's, found by what the kernel says.
+child's session are still the run's, found by what the kernel says; a rerun on a run directory
+first ends what a killed trainvisor left running, checked by pid and start time, never a stranger.
 
 Real processes throughout (fixtures/bin/tree-child's `hiding-workers`: `sleep 600` execs with an
 empty environment); each test SIGKILLs whatever it started and asserts with psutil that nothing is
@@ -7,6 +8,7 @@ left.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from trainvisor.supervisor.procfs import stamp_of
 
 from .conftest import FIXTURES
 from .test_process_tree import wait_for
@@ -96,6 +100,61 @@ def test_workers_that_exec_with_an_empty_environment_and_setsid_are_ended_when_t
     assert rc == 3, err
     assert [p for p in workers if running(p)] == []
     assert "holds its stdout open" not in err and "holds its stderr open" not in err
+    # The record's one attempt names every worker by pid and start time, and says it ended.
+    lines = [json.loads(line) for line in (tmp_path / "run" / "processes.jsonl").read_text().splitlines()]
+    seen = {s[0] for line in lines for s in line.get("seen", ())}
+    assert set(workers) <= seen and lines[0]["child"][0] == child and "ended" in lines[-1]
+
+
+def test_a_rerun_ends_the_workers_a_killed_trainvisor_left_and_never_a_stranger(started, tmp_path):
+    run_dir = tmp_path / "run"
+    record = run_dir / "processes.jsonl"
+    first = started.popen([*TRAINVISOR, "run", "--run-dir", str(run_dir), "--parser", "generic", "--",
+                           *TREE_CHILD, "hiding-workers", str(tmp_path), "--group", "2", "--setsid", "2", "--late"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env())
+    workers = [int(p) for p in wait_for(lambda: (tmp_path / "workers").exists() and pids_in(tmp_path / "workers"),
+                                        30, "the workers")]
+    started.pids.update(workers)
+
+    def recorded() -> set[int]:
+        text = record.read_text() if record.exists() else ""
+        return {s[0] for line in text.splitlines() if line.endswith("}") for s in json.loads(line).get("seen", ())}
+
+    wait_for(lambda: set(workers) <= recorded(), 30, "the workers in the record")
+    first.kill()  # SIGKILL: trainvisor ends nothing; its child gets SIGTERM and starts one more worker
+    assert first.wait(timeout=10) == -signal.SIGKILL
+    late = int(wait_for(lambda: (tmp_path / "late").exists() and (tmp_path / "late").read_text(), 30, "the late worker"))
+    started.pids.add(late)
+    child = json.loads(record.read_text().splitlines()[0])["child"][0]
+    wait_for(lambda: not running(child), 30, "the old child to exit after starting its late worker")
+    assert late not in recorded()  # no look at the tree saw it: found by its group alone
+    assert all(running(p) for p in [*workers, late])
+    # A stranger whose pid the record names with another start time: it must be left alone.
+    stranger = started.popen(["sleep", "600"], start_new_session=True)
+    true_start = stamp_of(stranger.pid).start
+    with open(record, "a") as f:
+        f.write(json.dumps({"attempt": 1, "seen": [[stranger.pid, true_start - 7, stranger.pid, stranger.pid]]}) + "\n")
+    old = [*workers, late]
+    # The new child reports which old workers still run when it starts: none.
+    probe = ("import sys\nfrom trainvisor.supervisor.procfs import stamp_of\n"
+             f"print('old workers running:', [p for p in {old!r} if stamp_of(p)])")
+    second = started.popen([*TRAINVISOR, "run", "--run-dir", str(run_dir), "--parser", "generic", "--",
+                            sys.executable, "-c", probe],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=run_env())
+    out, err = (b.decode() for b in second.communicate(timeout=60))
+    assert second.returncode == 0, err
+    assert out == "old workers running: []\n"
+    assert f"run directory {run_dir}: 5 process(es) of an earlier attempt still running" in err
+    for pid in workers:
+        assert f"ended pid {pid} (sleep) of attempt 1, recorded: ended by SIGTERM" in err
+    assert f"ended pid {late} (sleep) of attempt 1, in its group or session: ended by SIGTERM" in err
+    assert f"pid {stranger.pid} " not in err and running(stranger.pid)
+    assert [p for p in old if running(p)] == []
+    run_log = (run_dir / "train.log").read_text()
+    assert f"ended pid {late} (sleep) of attempt 1, in its group or session: ended by SIGTERM" in run_log
+    # The record starts afresh with the second run's attempt (the stranger's line kept nothing alive).
+    attempts = {json.loads(line)["attempt"] for line in record.read_text().splitlines()}
+    assert attempts == {2}
 
 
 def test_an_in_process_supervisor_never_ends_its_callers_own_processes(started, tmp_path):

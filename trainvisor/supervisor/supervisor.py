@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from .. import defaults
 from ..stream.source import Channel
@@ -25,6 +25,9 @@ from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
 from .result import ProcessResult, StopRequest
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
+
+if TYPE_CHECKING:
+    from .record import ProcessRecord
 
 __all__ = ["Supervisor", "ProcessResult", "StopRequest", "DEFAULT_STOP_GRACE"]
 
@@ -53,6 +56,7 @@ class Supervisor:
     With `pty=True` the child's stdout and stderr are one pseudo-terminal
     (`trainvisor.supervisor.terminal`), read and passed through as "stdout".
     The bytes read go on `channel` (None: passed through only, parsed by nobody).
+    `record` (a `ProcessRecord`) is told the tree's processes as they are seen.
 
     >>> from trainvisor import Supervisor
     >>> Supervisor(["sh", "-c", "echo hi"]).run().exit_code  # doctest: +SKIP
@@ -80,6 +84,7 @@ class Supervisor:
         popen: Callable[..., subprocess.Popen] = subprocess.Popen,
         term_signal: int = signal.SIGTERM,
         on_shutdown: Optional[Callable[[int], None]] = None,
+        record: Optional["ProcessRecord"] = None,
     ) -> None:
         if not argv:
             from ..errors import ConfigError
@@ -108,6 +113,7 @@ class Supervisor:
         # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
         self.token = os.urandom(8).hex()  # os.urandom, not secrets: that module costs ~8 ms of start-up
         self._own_pids, self._popen = own_pids, popen
+        self._record = record  # the run's process record: what a later start ends if we are killed
         # What other threads change (send_signal, stop) and the waiting thread reads: under _lock.
         self._lock = threading.Lock()
         self._shutdown_at: Optional[float] = None
@@ -248,8 +254,12 @@ class Supervisor:
             handlers.restore()
             self._close_waker()
             raise
+        record = self._record
+        if record is not None:
+            record.begin(proc.pid)
         tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token, adopts=reaper is not None,
-                           before=reaper.before if reaper is not None else ())
+                           before=reaper.before if reaper is not None else (),
+                           on_new=record.seen if record is not None else None)
         killed = self._wait_and_end(proc, tree, reaper, waker, handlers, signals_on)
         self._join_readers(readers)
         for pipe in (proc.stdout, proc.stderr):
@@ -288,6 +298,8 @@ class Supervisor:
             killed += tree.terminate_all(timeout=grace)
             if reaper is not None:
                 reaper.reap()
+            if self._record is not None:
+                self._record.end()
             self._close_waker()
         return killed
 
@@ -318,6 +330,8 @@ class Supervisor:
                 reaper.reap()
             if time.monotonic() >= next_refresh:
                 tree.refresh()  # remember descendants while the child lives
+                if self._record is not None:
+                    self._record.alive()
                 next_refresh = time.monotonic() + TREE_REFRESH
         return 0
 
