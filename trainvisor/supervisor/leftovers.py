@@ -82,22 +82,24 @@ def _members(leader: Stamp, att: RecordedAttempt, table: dict[int, Stamp]) -> li
 def end_leftovers(path: Path, *, grace: float = LEFTOVER_GRACE) -> list[Leftover]:
     """End what the attempts recorded in `path` left running: SIGTERM, SIGKILL after `grace`; one
     line each to trainvisor's log (and stderr), then the record starts afresh. Returns them."""
-    attempts = read_record(path)
-    if not attempts:
-        return []  # a new run directory, or a record already cleared: nothing to look for
-    leftovers = find_leftovers(attempts)
-    if leftovers:
-        log.warning("run directory %s: %d process(es) of an earlier attempt still running (trainvisor was "
-                    "killed?): ending them before the training starts", path.parent, len(leftovers))
-        for left, how in _end(leftovers, grace):
-            log.warning("ended pid %d (%s) of attempt %d, %s: %s", left.stamp.pid, left.name, left.attempt,
-                        left.found, how)
-    if not find_leftovers(read_record(path)):
-        try:
+    try:
+        attempts = read_record(path)
+        if not attempts:
+            return []  # a new run directory, or a record already cleared: nothing to look for
+        leftovers = find_leftovers(attempts)
+        if leftovers:
+            log.warning("run directory %s: %d process(es) of an earlier attempt still running (trainvisor was "
+                        "killed?): ending them before the training starts", path.parent, len(leftovers))
+            for left, how in _end(leftovers, grace):
+                log.warning("ended pid %d (%s) of attempt %d, %s: %s", left.stamp.pid, left.name, left.attempt,
+                            left.found, how)
+        if not leftovers or not find_leftovers(attempts):
             os.truncate(path, 0)  # every process it names is gone: the next attempt's record alone
-        except OSError:
-            pass
-    return leftovers
+        return leftovers
+    except OSError as exc:  # no /proc, an unreadable record: the training still starts, and says why
+        log.warning("could not look for processes an earlier attempt left running (%s): %s", path,
+                    exc.strerror or exc)
+        return []
 
 
 def _end(leftovers: list[Leftover], grace: float) -> list[tuple[Leftover, str]]:
