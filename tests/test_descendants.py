@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
@@ -162,8 +163,6 @@ def test_an_in_process_supervisor_never_ends_its_callers_own_processes(started, 
     started before the child (the host's), one started while it runs in a session of its own and
     named by `own_pids`, one in the caller's own session: all three live on; the workers do not."""
     from trainvisor import Supervisor
-
-    import threading
 
     before = started.popen(["sleep", "600"], start_new_session=True)
     go = tmp_path / "go"
