@@ -159,6 +159,7 @@ class _Parts(_Plugins, _Reporting):
     def new_supervisor(self, command: "Optional[Sequence[str]]" = None) -> "Supervisor":
         from ..stream.source import Channel
         from ..supervisor import Supervisor
+        from ..supervisor.record import RECORD_NAME, ProcessRecord
         from .live import DEFAULT_PARSE_BACKLOG
 
         run, cfg = self.run, self.run.config
@@ -170,6 +171,7 @@ class _Parts(_Plugins, _Reporting):
             subreaper=True, extra_env=self.env or None, on_supervisor_death=cfg.process.on_supervisor_death,
             pty=cfg.process.pty, stdout_fd=run._stdout_fd, stderr_fd=run._stderr_fd,
             term_signal=signal.Signals[cfg.process.term_signal], on_shutdown=run.shutdown.begin,
+            record=ProcessRecord(run.run_dir / RECORD_NAME, attempt=run.attempt),
         )
 
     def supervise(self, sup: "Supervisor") -> "ProcessResult":

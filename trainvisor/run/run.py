@@ -130,6 +130,11 @@ class Run:
             stack.callback(logging_.close)
             log.info("run %s attempt %d in %s: configuration %s", self.run_id, self.attempt, self.run_dir,
                      json.dumps(to_dict(self.config, mask_secrets=True)))
+            if self.needs_command:  # what a killed trainvisor left running here, ended (and said) first
+                from ..supervisor.leftovers import end_leftovers
+                from ..supervisor.record import RECORD_NAME
+
+                end_leftovers(self.run_dir / RECORD_NAME)
             # With the node and ranks found (the launcher's variables are gone when a person runs
             # `trainvisor resume` later): the same store folder then.
             ident = self.identity

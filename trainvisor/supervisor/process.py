@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from ..errors import CommandNotExecutable, CommandNotFound
+from .procfs import children_of, descendants_of, nothing_left, wait_stopped
 
 if TYPE_CHECKING:
     import psutil
@@ -131,26 +132,6 @@ def stop_group(pgid: int, sig: int) -> None:
     wait_stopped(pgid, timeout=1.0)
 
 
-def wait_stopped(pid: int, *, timeout: float) -> bool:
-    """Until `pid` is stopped (state T in /proc), at most `timeout` seconds: a stop signal acts
-    when the process is next scheduled, not when it is sent. False if it did not stop (or ended)."""
-    return _poll_proc(pid, "stat", lambda text: text.rsplit(") ", 1)[1][:1] in ("T", "t"), timeout)
-
-
-def _poll_proc(pid: int, name: str, done: Callable[[str], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with open(f"/proc/{pid}/{name}") as fh:
-                if done(fh.read()):
-                    return True
-        except (OSError, IndexError, ValueError):
-            return False
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)
-
-
 def exit_code_of(returncode: int) -> int:
     """A shell's convention: 128+N for a child killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -160,22 +141,32 @@ class ProcessTree:
     """The child and every process it started, found through psutil.
 
     Descendants are remembered while the child lives, so ones that outlive it
-    (re-parented to us as subreaper, or to init) are still ended; at shutdown,
-    processes that carry the run's token in their environment are found too,
-    wherever they were re-parented.
+    (re-parented to us as subreaper, or to init) are still ended. As subreaper,
+    what the kernel re-parents to us is the tree's whatever its environment says;
+    at shutdown, processes that carry the run's token in their environment are
+    found too, wherever they were re-parented (to init, when not a subreaper).
     """
 
     def __init__(self, child_pid: int, *, own_pids: Callable[[], Iterable[int]] = lambda: (),
-                 token: Optional[str] = None) -> None:
+                 token: Optional[str] = None, adopts: bool = False, before: Iterable[int] = (),
+                 on_new: Optional[Callable[[list[int]], None]] = None) -> None:
         self.child_pid = child_pid
         self._own_pids = own_pids
         self._marker = f"{TREE_TOKEN_ENV}={token}".encode() if token else None
         self._known: dict[int, float] = {}  # pid -> create_time, to avoid killing a reused pid
+        # As subreaper (or PID 1) every orphan of the child's tree becomes our child, whatever its
+        # environment says: a child of ours is the tree's unless it was there before the child
+        # (`before`: the host's), runs in our own session (the tree never can: the child has a
+        # session of its own) or is named by `own_pids`.
+        self._adopts = adopts
+        self._before = frozenset(before)
+        self._own_sid = os.getsid(0)
+        self._on_new = on_new  # told each pid the tree is first seen with (the run's process record)
 
     def refresh(self, *, sweep: bool = False) -> "list[psutil.Process]":
         """The live processes of the tree; `sweep` also reads every process's
         environment for the run's token (a few milliseconds: at shutdown only)."""
-        if not self._known and _nothing_left(self.child_pid, self._marker):
+        if not self._known and nothing_left(self.child_pid, self._marker):
             return []  # the common end of a run, found without importing psutil (~20 ms)
         import psutil
 
@@ -196,14 +187,24 @@ class ProcessTree:
         return [p for p in procs.values() if _running(p)]
 
     def _add_orphans(self, procs: "dict[int, psutil.Process]", own: set[int]) -> None:
-        """Orphans re-parented to us (as subreaper): those of the child's session
-        or carrying the token, never a process of our own (a server a test started)."""
+        """Orphans re-parented to us (as subreaper): every adopted one with its descendants, or
+        (not adopting) those of the child's session or carrying the token; never a process of
+        our own (a server a test started)."""
         import psutil
 
         try:
             ours = psutil.Process().children(recursive=True)
         except psutil.Error:
             return
+        # Our direct children from the kernel's list (no second walk of every process).
+        direct = children_of(os.getpid()) - {-1} if self._adopts else set()
+        for pid in direct - own - procs.keys():
+            if self._adopted(pid):
+                for found in (pid, *descendants_of(pid)):
+                    try:
+                        procs.setdefault(found, psutil.Process(found))
+                    except psutil.Error:
+                        pass
         rest = []
         for p in ours:
             if p.pid in own or p.pid in procs:
@@ -216,6 +217,15 @@ class ProcessTree:
                 continue
             rest.append(p)
         self._add_marked(procs, own, rest)
+
+    def _adopted(self, pid: int) -> bool:
+        """A child of ours that the host did not start: not there before the child, not in our session."""
+        if pid in self._before:
+            return False
+        try:
+            return os.getsid(pid) != self._own_sid
+        except OSError:
+            return False
 
     def _add_marked(self, procs: "dict[int, psutil.Process]", own: set[int],
                     candidates: "Iterable[psutil.Process]") -> None:
@@ -243,12 +253,16 @@ class ProcessTree:
                         procs[pid] = p
                 except psutil.Error:
                     self._known.pop(pid, None)
+        new = []
         for pid, p in procs.items():
             if pid not in self._known:
                 try:
                     self._known[pid] = p.create_time()
+                    new.append(pid)
                 except psutil.Error:
                     pass
+        if new and self._on_new is not None:
+            self._on_new(new)
 
     def terminate_all(self, *, timeout: float) -> int:
         """SIGTERM every live process of the tree, SIGKILL what is left after
@@ -317,47 +331,3 @@ def _send(p: "psutil.Process", sig: int) -> bool:
         return True
     except psutil.Error:
         return False
-
-
-def _nothing_left(child_pid: int, marker: Optional[bytes]) -> bool:
-    """True when /proc shows no process of the tree: the child is gone (or a zombie), we have no
-    other child process, and no process carries the run's token. Conservative: anything it cannot
-    read counts as something left, and the full psutil walk decides."""
-    me = os.getpid()
-    if _alive(child_pid) or _children_of(me) - {child_pid}:
-        return False
-    if marker is None:
-        return True
-    try:
-        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
-        return False
-    for pid in pids:
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    return False
-        except OSError:
-            continue  # gone, or not ours to read (psutil could not read it either)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b") ", 1)[1][:1] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
-
-
-def _children_of(pid: int) -> set[int]:
-    found: set[int] = set()
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                found.update(int(c) for c in f.read().split())
-    except OSError:
-        return {-1}  # unreadable: assume something is there
-    return found

@@ -32,6 +32,11 @@ class Reaper:
         self._before = set(_child_pids())
         self.reaped = 0
 
+    @property
+    def before(self) -> frozenset[int]:
+        """The children this process had before the supervision began: the host program's."""
+        return frozenset(self._before)
+
     def reap(self) -> int:
         """Reap every exited orphan now; returns how many. Never blocks."""
         count = 0

@@ -15,8 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 from .. import defaults
 from ..stream.source import Channel
@@ -24,7 +23,11 @@ from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_o
                       stop_subreaper)
 from .readers import PipeReader, RunLog
 from .reaper import Reaper, Waker
+from .result import ProcessResult, StopRequest
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
+
+if TYPE_CHECKING:
+    from .record import ProcessRecord
 
 __all__ = ["Supervisor", "ProcessResult", "StopRequest", "DEFAULT_STOP_GRACE"]
 
@@ -40,31 +43,6 @@ READER_GRACE = 0.5
 TREE_REFRESH = 0.5
 
 
-@dataclass(frozen=True)
-class ProcessResult:
-    """How the child ended, and what it took: the process's side of a run."""
-
-    exit_code: int
-    returncode: int
-    unparsed_bytes: int = 0
-    killed_processes: int = 0
-    signalled_by: Optional[int] = None
-    stop_reason: Optional[str] = None
-    """Why the owner asked the training to stop (`stop()`), if it did."""
-
-    @property
-    def signal(self) -> Optional[int]:
-        return -self.returncode if self.returncode < 0 else None
-
-
-class StopRequest(NamedTuple):
-    """A stop asked for: why, the polite signal, and its grace before SIGTERM."""
-
-    reason: str
-    signal: int
-    grace: float
-
-
 class Supervisor:
     """Run `argv` under supervision.
 
@@ -78,6 +56,7 @@ class Supervisor:
     With `pty=True` the child's stdout and stderr are one pseudo-terminal
     (`trainvisor.supervisor.terminal`), read and passed through as "stdout".
     The bytes read go on `channel` (None: passed through only, parsed by nobody).
+    `record` (a `ProcessRecord`) is told the tree's processes as they are seen.
 
     >>> from trainvisor import Supervisor
     >>> Supervisor(["sh", "-c", "echo hi"]).run().exit_code  # doctest: +SKIP
@@ -105,6 +84,7 @@ class Supervisor:
         popen: Callable[..., subprocess.Popen] = subprocess.Popen,
         term_signal: int = signal.SIGTERM,
         on_shutdown: Optional[Callable[[int], None]] = None,
+        record: Optional["ProcessRecord"] = None,
     ) -> None:
         if not argv:
             from ..errors import ConfigError
@@ -118,8 +98,7 @@ class Supervisor:
         self.extra_env = dict(extra_env or {})
         self.log_file = log_file
         self.kill_timeout = kill_timeout
-        self.stdout_fd = stdout_fd
-        self.stderr_fd = stderr_fd
+        self.stdout_fd, self.stderr_fd = stdout_fd, stderr_fd
         self.forward_signals = forward_signals
         self.subreaper = subreaper
         self.death_signal = death_signal_for(on_supervisor_death)
@@ -133,8 +112,8 @@ class Supervisor:
         self._pty_master: Optional[int] = None
         # Marks every process of the child's tree (TREE_TOKEN_ENV) for the shutdown sweep.
         self.token = os.urandom(8).hex()  # os.urandom, not secrets: that module costs ~8 ms of start-up
-        self._own_pids = own_pids
-        self._popen = popen
+        self._own_pids, self._popen = own_pids, popen
+        self._record = record  # the run's process record: what a later start ends if we are killed
         # What other threads change (send_signal, stop) and the waiting thread reads: under _lock.
         self._lock = threading.Lock()
         self._shutdown_at: Optional[float] = None
@@ -275,7 +254,12 @@ class Supervisor:
             handlers.restore()
             self._close_waker()
             raise
-        tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token)
+        record = self._record
+        if record is not None:
+            record.begin(proc.pid)
+        tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token, adopts=reaper is not None,
+                           before=reaper.before if reaper is not None else (),
+                           on_new=record.seen if record is not None else None)
         killed = self._wait_and_end(proc, tree, reaper, waker, handlers, signals_on)
         self._join_readers(readers)
         for pipe in (proc.stdout, proc.stderr):
@@ -314,6 +298,8 @@ class Supervisor:
             killed += tree.terminate_all(timeout=grace)
             if reaper is not None:
                 reaper.reap()
+            if self._record is not None:
+                self._record.end()
             self._close_waker()
         return killed
 
@@ -344,6 +330,8 @@ class Supervisor:
                 reaper.reap()
             if time.monotonic() >= next_refresh:
                 tree.refresh()  # remember descendants while the child lives
+                if self._record is not None:
+                    self._record.alive()
                 next_refresh = time.monotonic() + TREE_REFRESH
         return 0
 
