@@ -13,8 +13,8 @@ import pytest
 
 from trainvisor import Run, RunConfig
 from trainvisor.config import LoggingConfig, ParsingConfig, RunDirConfig, SinksConfig
-from trainvisor.sinks.threaded import CloseDeadline, SinkCounts, ThreadedSink
-from trainvisor.summary import format_summary
+from trainvisor.sinks.threaded import CloseDeadline, CountingSink, SinkCounts, ThreadedSink
+from trainvisor.summary import _sink_lines, format_summary
 
 from .conftest import FAKE_CAFFE
 
@@ -231,3 +231,40 @@ def test_a_busy_sink_pauses_in_proportion_to_its_cpu_and_never_at_the_end(cost, 
     assert len(paused) == before_close and threaded.counts().dropped == 1
     if pause is None:
         assert paused == []
+
+
+def test_each_sink_reports_the_cpu_its_writes_took_and_the_summary_names_a_costly_one():
+    # CPU measured on the sink's own clock: 3 batches of 0.4 s on a thread, 2 of 0.3 s inline
+    threaded_sink, inline_sink = CpuClockSink(0.4), CpuClockSink(0.3)
+    threaded = ThreadedSink(threaded_sink, "costly", capacity=100, deadline=CloseDeadline(WAIT), cpu_share=1.0,
+                            cpu_clock=threaded_sink.clock)
+    inline = CountingSink(inline_sink, "cheap", cpu_clock=inline_sink.clock)
+    for batch in ([1], [2], [3]):
+        threaded.write(batch)
+    inline.write([1])
+    inline.write([2])
+    threaded.close()
+    costly, cheap = threaded.counts(), inline.counts()
+    assert (costly.written, costly.cpu_seconds) == (3, pytest.approx(1.2))
+    assert (cheap.written, cheap.cpu_seconds) == (2, pytest.approx(0.6))
+    assert _sink_lines([costly, cheap]) == ["  sink costly    3 written; 1.2 s CPU", "  sink cheap     2 written"]
+
+
+def test_the_threaded_sinks_share_one_cpu_budget_in_equal_parts(tmp_path):
+    from trainvisor.run.build import build_sinks
+
+    class Offloaded(CpuClockSink):
+        inline = False
+
+    def named(name):
+        sink = Offloaded(0.0)
+        sink.name = name
+        return sink
+
+    jsonl = CpuClockSink(0.0)
+    sinks = build_sinks(SinksConfig(cpu_share=0.3), jsonl=jsonl, objects=[named("a"), named("b"), named("c")])
+    assert [s.cpu_share for s in sinks if isinstance(s, ThreadedSink)] == [pytest.approx(0.1)] * 3
+    unlimited = build_sinks(SinksConfig(cpu_share=1), jsonl=jsonl, objects=[named("a"), named("b")])
+    assert [s.cpu_share for s in unlimited if isinstance(s, ThreadedSink)] == [1.0, 1.0]
+    for s in sinks + unlimited:
+        s.close()

@@ -127,6 +127,7 @@ def _sink_lines(counts) -> list[str]:
         text += f", {c.dropped} dropped" if c.dropped else ""
         text += f", {c.failed} failed (see the run log)" if c.failed else ""
         text += " (still busy at the end: abandoned)" if c.abandoned else ""
+        text += f"; {c.cpu_seconds:.1f} s CPU" if c.cpu_seconds >= 1 else ""  # when it is worth a look
         lines.append(text)
     return lines
 

@@ -114,9 +114,10 @@ class SinksConfig(Section):
     queue: int = setting(defaults.SINK_QUEUE, check=positive, help="Records a threaded sink may hold unwritten; when full, a new "
                                                      "batch is dropped and counted: parsing never waits for a sink.")
     cpu_share: float = setting(defaults.SINK_CPU_SHARE, check=share,
-                               help="Of Python's one interpreter, the share a threaded sink may take while the "
-                                    "training runs (it pauses after each batch in proportion); what it cannot "
-                                    "take in that share is dropped, counted: parsing keeps its pace.")
+                               help="Of Python's one interpreter, the share the threaded sinks take together "
+                                    "while the training runs (each an equal part: it pauses after each batch in "
+                                    "proportion); what they cannot take in it is dropped, counted: parsing keeps "
+                                    "its pace. 1 = no limit.")
     close_timeout: float = setting(defaults.SINK_CLOSE_TIMEOUT, check=finite_non_negative,
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")

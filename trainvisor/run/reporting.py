@@ -53,8 +53,8 @@ class _Reporting:
             log.warning("%s", w)
         sinks = tuple(s.counts() for s in self.counted)
         for c in sinks:  # the run log keeps them when no summary is printed
-            log.info("sink %s: %d records written, %d dropped, %d failed%s", c.name, c.written, c.dropped, c.failed,
-                     " (abandoned at the end)" if c.abandoned else "")
+            log.info("sink %s: %d records written, %d dropped, %d failed, %.3f s CPU%s", c.name, c.written, c.dropped,
+                     c.failed, c.cpu_seconds, " (abandoned at the end)" if c.abandoned else "")
         if result.stop_reason is not None:
             log.warning("the training was stopped on request (%s); exit code %d (the child's %d)",
                         result.stop_reason, EXIT_STOPPED, result.exit_code)

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from ..defaults import SINK_CPU_SHARE
@@ -36,7 +36,9 @@ log = logging.getLogger("trainvisor.sinks")
 class SinkCounts:
     """One sink's records at the end of a run: `written` (its write returned), `dropped` (never
     handed to it: its queue was full, or it was still busy when the run ended: `abandoned`),
-    `failed` (its write raised). Together they are every record the run gave it."""
+    `failed` (its write raised). Together they are every record the run gave it. `cpu_seconds`:
+    the CPU its writes took (its own thread's for a threaded sink, the pipeline's for an inline
+    one): what the sink costs the machine the training runs on."""
 
     name: str
     written: int = 0
@@ -44,6 +46,7 @@ class SinkCounts:
     failed: int = 0
     threaded: bool = False
     abandoned: bool = False
+    cpu_seconds: float = field(default=0.0, compare=False)  # a measurement, not a count
 
 
 class CloseDeadline:
@@ -76,17 +79,22 @@ class CountingSink:
 
     threaded = False
 
-    def __init__(self, sink: object, label: str) -> None:
+    def __init__(self, sink: object, label: str, *, cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.sink, self.name = sink, label
         self.written = self.failed = 0
+        self.cpu = 0.0
+        self._cpu_clock = cpu_clock  # a batch is hundreds of records: one clock read each way is noise
         self._closed = False
 
     def write(self, events: Sequence[object]) -> None:
+        started = self._cpu_clock()
         try:
             self.sink.write(events)
         except Exception:
             self.failed += len(events)
             raise
+        finally:
+            self.cpu += self._cpu_clock() - started
         self.written += len(events)
 
     def flush(self) -> None:
@@ -98,7 +106,7 @@ class CountingSink:
             self.sink.close()
 
     def counts(self) -> SinkCounts:
-        return SinkCounts(self.name, self.written, 0, self.failed)
+        return SinkCounts(self.name, self.written, 0, self.failed, cpu_seconds=round(self.cpu, 4))
 
 
 class ThreadedSink:
@@ -117,6 +125,7 @@ class ThreadedSink:
         self._ending = threading.Event()  # set at close: no more pauses
         self._pause = pause or self._ending.wait  # woken early by close
         self.written = self.dropped = self.failed = 0
+        self.cpu = 0.0
         self.abandoned = False
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -178,10 +187,11 @@ class ThreadedSink:
         own = getattr(self.sink, "delivery", None)
         inner = own() if callable(own) else None
         with self._lock:
+            cpu = round(self.cpu, 4)
             if inner is None:
-                return SinkCounts(self.name, self.written, self.dropped, self.failed, True, self.abandoned)
+                return SinkCounts(self.name, self.written, self.dropped, self.failed, True, self.abandoned, cpu)
             return SinkCounts(self.name, inner.written, self.dropped + inner.dropped, self.failed + inner.failed,
-                              True, self.abandoned)
+                              True, self.abandoned, cpu)
 
     # -- the sink's own thread ------------------------------------------------------------------
     def _start(self) -> None:
@@ -225,6 +235,7 @@ class ThreadedSink:
                 else:
                     self.failed += len(batch)
             self._in_flight = 0
+            self.cpu += used
         if used > 0 and self.cpu_share < 1 and not self._ending.is_set():
             self._pause(used * (1 - self.cpu_share) / self.cpu_share)
         return True
