@@ -32,5 +32,13 @@ setup(
             depends=_SHARED + ["trainvisor/sinks/_format.h"],
             optional=True,
         ),
+        # The pipe pump: the child's bytes passed through by a C thread, never waiting for the
+        # interpreter lock the parsing holds (supervisor/readers.py; stderr_gate.py's gate).
+        Extension(
+            "trainvisor._native._pump",
+            ["trainvisor/_native/_pump.c"],
+            depends=["trainvisor/_native/_outlets.h"],
+            optional=True,
+        ),
     ]
 )
