@@ -4,7 +4,9 @@
 generic parsers and the sinks run their pure-Python code (same results, slower).
 Each extension belongs to its folder: the Caffe and generic line scanners to
 parsers/, the record formatting to sinks/; all include the shared exact number
-routines (trainvisor/_native/fastnum.h), so none imports another.
+routines (trainvisor/_native/fastnum.h), so none imports another. The pipe pump
+(trainvisor/_native/_pump.c) serves two areas (supervisor/readers.py, stderr_gate.py),
+so it lives in _native/; without it the pass-through is the Python readers'.
 """
 from setuptools import Extension, setup
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import queue
 import select
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import pytest
 from trainvisor import supervise
 from trainvisor.stderr_gate import LineGate, native_pump
 from trainvisor.stream.lines import LineSplitter
-from trainvisor.stream.source import Channel, Chunk, End, Gap
+from trainvisor.stream.source import ByteBudget, Channel, Chunk, End, Eof, Gap
+from trainvisor.supervisor.readers import PipeReader
 
 from .conftest import FIXTURES
 
@@ -221,3 +223,27 @@ def test_the_c_pump_and_the_python_readers_pass_log_and_parse_the_same(tmp_path)
     metrics = [_without_time(r) for r in native[3].splitlines()]
     assert metrics == [_without_time(r) for r in pure[3].splitlines()]
     assert sum(m.get("name") == "loss" for m in metrics) > 0
+
+
+def test_the_tail_of_a_line_past_twice_max_line_is_handed_on_as_an_uncounted_gap():
+    r, w = os.pipe()
+    got: "queue.SimpleQueue" = queue.SimpleQueue()
+    budget = ByteBudget(1 << 30)
+    budget.line_cap = 100
+    reader = PipeReader("stdout", r, passthrough_fd=None, put=got.put, budget=budget)
+    reader.start()
+    try:
+        os.write(w, b"x" * 150)
+        assert got.get(timeout=10).data == b"x" * 150  # not past 200 yet: read, and cut by the splitter
+        os.write(w, b"x" * 60)
+        assert got.get(timeout=10).data == b"x" * 60  # the line's segment passes 200 here
+        os.write(w, b"x" * 500)
+        assert got.get(timeout=10) == Gap("stdout", 500, 0, False)  # wholly in the tail: not queued
+        os.write(w, b"yy\nloss 1\n")
+        assert got.get(timeout=10).data == b"yy\nloss 1\n"  # the line's end, and the next line
+    finally:
+        os.close(w)
+        reader.join()
+        os.close(r)
+    assert got.get(timeout=10) == Eof("stdout")
+    assert reader.dropped_bytes == 0 and budget.in_flight() == 150 + 60 + 10

@@ -19,6 +19,7 @@
 typedef struct node {
     struct node *next;
     size_t n;
+    int tail; /* no data: `n` bytes of a line past the cap, which the splitter would not read */
     double t, wall;
     char data[];
 } node;
@@ -31,6 +32,8 @@ typedef struct {
     char *held;     /* this stream's part line for the run log */
     size_t nheld;
     size_t capacity, queued; /* 0: nobody parses this stream */
+    size_t line_cap, segment; /* bytes since the last \n or \r; a segment past line_cap starts a tail */
+    int in_tail;
     node *head, *tail;
     long long gap_bytes, gap_newlines, dropped;
     int gap_nl, eof, started, joined, out_err;
@@ -77,12 +80,51 @@ static void drop_head(Pump *p) {
     node *h = p->head;
     p->head = h->next;
     if (!p->head) p->tail = NULL;
-    p->queued -= h->n;
     p->gap_bytes += (long long)h->n;
-    p->gap_newlines += count_newlines(h->data, h->n);
-    p->gap_nl = h->data[h->n - 1] == '\n';
     p->dropped += (long long)h->n;
+    if (h->tail) {
+        p->gap_nl = 0;
+    } else {
+        p->queued -= h->n;
+        p->gap_newlines += count_newlines(h->data, h->n);
+        p->gap_nl = h->data[h->n - 1] == '\n';
+    }
     free(h);
+}
+
+/* Whether `d` lies wholly in the tail of a line whose segment outgrew twice the cap (as
+ * readers.PipeReader._line_tail): queued as its size alone, so a 200 MB line takes no memory. */
+static int in_line_tail(Pump *p, const char *d, size_t n) {
+    const char *nl = memrchr(d, '\n', n);
+    if (!nl && p->in_tail) return 1;
+    size_t from = nl ? (size_t)(nl - d) + 1 : 0;
+    const char *cr = memrchr(d + from, '\r', n - from);
+    if (!nl && !cr) p->segment += n;
+    else p->segment = n - 1 - (size_t)((cr ? cr : nl) - d);
+    p->in_tail = p->segment > 2 * p->line_cap;
+    return 0;
+}
+
+static void queue_tail(Pump *p, size_t n) {
+    pthread_mutex_lock(&p->mu);
+    if (p->tail && p->tail->tail) {
+        p->tail->n += n;
+    } else {
+        node *nd = calloc(1, sizeof(node));
+        if (nd) {
+            nd->n = n;
+            nd->tail = 1;
+            if (p->tail) p->tail->next = nd;
+            else p->head = nd;
+            p->tail = nd;
+        } else {
+            p->gap_bytes += (long long)n;
+            p->dropped += (long long)n;
+            p->gap_nl = 0;
+        }
+    }
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->mu);
 }
 
 static void pump_queue(Pump *p, const char *d, size_t n, double t, double wall) {
@@ -92,6 +134,7 @@ static void pump_queue(Pump *p, const char *d, size_t n, double t, double wall) 
     if (nd) {
         nd->next = NULL;
         nd->n = n;
+        nd->tail = 0;
         nd->t = t;
         nd->wall = wall;
         memcpy(nd->data, d, n);
@@ -116,7 +159,9 @@ static void pump_handle(Pump *p, const char *d, size_t n) {
         p->out_err = p->gate ? gate_pass(p->gate, p->out_fd, d, n) : write_all_fd(p->out_fd, d, n);
     }
     if (p->log) pump_log(p, d, n);
-    if (p->capacity) pump_queue(p, d, n, t, wall);
+    if (!p->capacity) return;
+    if (p->line_cap && in_line_tail(p, d, n)) queue_tail(p, n);
+    else pump_queue(p, d, n, t, wall);
 }
 
 /* Reads until end of file, an error (EIO: a pty whose last writer closed), or the wake pipe:
@@ -158,12 +203,14 @@ static void *pump_main(void *arg) {
 }
 
 static int Pump_init(Pump *p, PyObject *args, PyObject *kw) {
-    static char *names[] = {"fd", "out_fd", "gate", "run_log", "capacity", NULL};
+    static char *names[] = {"fd", "out_fd", "gate", "run_log", "capacity", "line_cap", NULL};
     PyObject *gate = Py_None, *lg = Py_None;
-    Py_ssize_t capacity = 0;
+    Py_ssize_t capacity = 0, line_cap = 0;
     p->out_fd = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|$iOOn", names, &p->fd, &p->out_fd, &gate, &lg, &capacity))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|$iOOnn", names, &p->fd, &p->out_fd, &gate, &lg, &capacity,
+                                     &line_cap))
         return -1;
+    p->line_cap = line_cap > 0 ? (size_t)line_cap : 0;
     if ((gate != Py_None && !PyObject_TypeCheck(gate, &GateType)) ||
         (lg != Py_None && !PyObject_TypeCheck(lg, &RunLogType))) {
         PyErr_SetString(PyExc_TypeError, "gate and run_log must be this module's LineGate and RunLog");
@@ -228,7 +275,7 @@ static PyObject *Pump_join(Pump *p, PyObject *unused) {
 }
 
 /* The taken items as Python: the gap first, as (bytes, newlines, ends_with_newline), then each
- * chunk as (data, monotonic time, wall time); the nodes are freed. */
+ * chunk as (data, monotonic time, wall time), a line's tail as (bytes,); the nodes are freed. */
 static PyObject *taken_list(node *h, long long gb, long long gn, int gnl) {
     PyObject *out = PyList_New(0);
     if (out && gb) {
@@ -239,7 +286,8 @@ static PyObject *taken_list(node *h, long long gb, long long gn, int gnl) {
     while (h) {
         node *next = h->next;
         if (out) {
-            PyObject *c = Py_BuildValue("(y#dd)", h->data, (Py_ssize_t)h->n, h->t, h->wall);
+            PyObject *c = h->tail ? Py_BuildValue("(n)", (Py_ssize_t)h->n)
+                                  : Py_BuildValue("(y#dd)", h->data, (Py_ssize_t)h->n, h->t, h->wall);
             if (!c || PyList_Append(out, c) < 0) Py_CLEAR(out);
             Py_XDECREF(c);
         }
@@ -319,7 +367,7 @@ static PyTypeObject PumpType = {
     .tp_basicsize = sizeof(Pump), .tp_flags = Py_TPFLAGS_DEFAULT, .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Pump_init, .tp_dealloc = (destructor)Pump_dealloc, .tp_methods = Pump_methods,
     .tp_getset = Pump_getset, .tp_members = Pump_members,
-    .tp_doc = "Pump(fd, *, out_fd, gate, run_log, capacity): one pipe read and passed through in C."};
+    .tp_doc = "Pump(fd, *, out_fd, gate, run_log, capacity, line_cap): one pipe read and passed through in C."};
 
 static struct PyModuleDef pump_module = {PyModuleDef_HEAD_INIT, "_pump",
                                          "The child's pipes passed through without the interpreter lock.", -1,

@@ -27,10 +27,12 @@ __all__ = ["PipeReader", "RunLog", "open_run_log", "write_all", "PUMP_RING"]
 
 log = logging.getLogger("trainvisor.supervisor")
 
-PUMP_RING = 16 * 1024 * 1024
+PUMP_RING = 64 * 1024 * 1024
 """Bytes a C pump queues for its reader thread before it drops the oldest (counted, not parsed).
-The reader empties it whenever it gets the interpreter lock (a few ms at worst), so it fills only
-when the pipe outruns that: it bounds memory, the parse backlog (`ByteBudget`) bounds the rest."""
+The reader empties it whenever it gets the interpreter lock; while the pipeline holds the lock that
+can take a while: a child writing a 100 MB Caffe log flat out lost 11-23 MB of parsing to a 16 MiB
+ring (pipe speed, ~500 MB/s, over ~80 ms without the lock), none to this one. A line's tail past
+its cap is queued as its size alone, so a long line does not fill it."""
 TAKE_WAIT = 0.5
 """How long a reader waits on its pump between looks at the pump's write errors."""
 
@@ -125,7 +127,8 @@ class PipeReader(threading.Thread):
             return None
         parse = self._budget is not None and self._put is not None
         return pump.Pump(self.fd, out_fd=-1 if self.passthrough_fd is None else self.passthrough_fd, gate=STDERR,
-                         run_log=self.run_log, capacity=PUMP_RING if parse else 0)
+                         run_log=self.run_log, capacity=PUMP_RING if parse else 0,
+                         line_cap=(self._budget.line_cap or 0) if parse else 0)
 
     @property
     def native(self) -> bool:
@@ -196,7 +199,9 @@ class PipeReader(threading.Thread):
             put, stream, said = self._put, self.stream, (0, 0)
             while (items := pump.take(TAKE_WAIT)) is not None:
                 for item in items:
-                    if len(item) == 3 and type(item[0]) is int:
+                    if len(item) == 1:  # a line's tail past its cap: nothing the splitter reads
+                        put(Gap(stream, item[0], 0, False))
+                    elif type(item[0]) is int:
                         self.dropped_bytes += item[0]
                         put(Gap(stream, *item))
                     else:
