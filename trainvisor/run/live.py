@@ -31,7 +31,9 @@ log = logging.getLogger("trainvisor.stream.engine")
 DEFAULT_PARSE_BACKLOG = 256 * 1024 * 1024
 # How long parsing may go on after the child's pipes are read to their end: what is still queued
 # then is passed over, counted as not parsed (a 24 MB progress-bar storm took 7 s to grind through).
-PARSE_AFTER_EXIT = 1.5
+# 1.2 s, not more: trainvisor's own end after it (the parser's finish, the sinks, the summary) took
+# another ~0.4 s in bench/pathological.py, and the exit is to come within 2 s of the child's.
+PARSE_AFTER_EXIT = 1.2
 
 
 @dataclass(frozen=True)
