@@ -16,9 +16,12 @@ import threading
 
 import pytest
 
-from trainvisor import supervise
+from trainvisor import Supervisor, supervise
+from trainvisor.parsers import ParserOptions, create_parser
+from trainvisor.run.live import drive_child
 from trainvisor.stderr_gate import LineGate, native_pump
 from trainvisor.stream.lines import LineSplitter
+from trainvisor.stream.pipeline import Pipeline
 from trainvisor.stream.source import ByteBudget, Channel, Chunk, End, Eof, Gap
 from trainvisor.supervisor.readers import PipeReader
 
@@ -247,3 +250,43 @@ def test_the_tail_of_a_line_past_twice_max_line_is_handed_on_as_an_uncounted_gap
         os.close(r)
     assert got.get(timeout=10) == Eof("stdout")
     assert reader.dropped_bytes == 0 and budget.in_flight() == 150 + 60 + 10
+
+
+class _StoppedAfterTheDeadline:
+    """A side source of drive_child: it is stopped right after the channel's deadline is set."""
+
+    def __init__(self) -> None:
+        self.stopped = threading.Event()
+
+    def start(self, put) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def test_what_is_queued_past_the_deadline_after_the_childs_end_is_counted_not_parsed(tmp_path):
+    """The hook holds the first line until the child has ended and the deadline (0 s) is set: what
+    the child wrote after the first chunk is passed through, counted, and never parsed."""
+    data = b"".join(b"step %d loss=%.3f\n" % (i, 1 / (i + 1)) for i in range(20000))  # ~400 KB
+    side = _StoppedAfterTheDeadline()
+    seen = []
+
+    def hold_first(record) -> None:
+        if not seen:
+            assert side.stopped.wait(30)
+        seen.append(record.number)
+
+    code = "import os, sys\nd = open(sys.argv[1], 'rb').read()\nwhile d: d = d[os.write(1, d):]\n"
+    (tmp_path / "log").write_bytes(data)
+    out = tmp_path / "out"
+    with open(out, "wb") as fh:
+        supervisor = Supervisor([PY, "-c", code, str(tmp_path / "log")], channel=Channel(1 << 30),
+                                stdout_fd=fh.fileno(), stderr_fd=None, forward_signals=False)
+        pipeline = Pipeline(create_parser("generic", ParserOptions(year=2026)), hooks=[hold_first])
+        result = drive_child(supervisor, pipeline, side=[side], parse_after_exit=0.0)
+        pipeline.finish()
+    assert out.read_bytes() == data
+    first_chunk = len(data) - result.unparsed_bytes  # the one chunk taken before the deadline
+    assert 0 < first_chunk < len(data)
+    assert seen == list(range(1, data.count(b"\n", 0, first_chunk) + 1))  # its whole lines, and no more
