@@ -4,7 +4,9 @@
 generic parsers and the sinks run their pure-Python code (same results, slower).
 Each extension belongs to its folder: the Caffe and generic line scanners to
 parsers/, the record formatting to sinks/; all include the shared exact number
-routines (trainvisor/_native/fastnum.h), so none imports another.
+routines (trainvisor/_native/fastnum.h), so none imports another. The pipe pump
+(trainvisor/_native/_pump.c) serves two areas (supervisor/readers.py, stderr_gate.py),
+so it lives in _native/; without it the pass-through is the Python readers'.
 """
 from setuptools import Extension, setup
 
@@ -30,6 +32,14 @@ setup(
             "trainvisor.sinks._format",
             ["trainvisor/sinks/_format.c", "trainvisor/sinks/_pivot.c"],
             depends=_SHARED + ["trainvisor/sinks/_format.h"],
+            optional=True,
+        ),
+        # The pipe pump: the child's bytes passed through by a C thread, never waiting for the
+        # interpreter lock the parsing holds (supervisor/readers.py; stderr_gate.py's gate).
+        Extension(
+            "trainvisor._native._pump",
+            ["trainvisor/_native/_pump.c"],
+            depends=["trainvisor/_native/_outlets.h"],
             optional=True,
         ),
     ]

@@ -10,6 +10,7 @@ with what share of the output was parsed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -41,7 +42,7 @@ for d in data:
 w(1, b"\n")
 t1 = time.perf_counter()
 with open(times_out, "w") as fh:
-    fh.write(f"{t1 - t0!r} {time.time()!r}")
+    fh.write(f"{t1 - t0!r} {time.time()!r} {sum(map(len, data)) + 1}")
 '''
 KINDS = {"bars": "240,000 \\r redraws of a bar (24 MB)", "binary": "50 MB of binary",
          "line": "one 200 MB line"}
@@ -60,18 +61,24 @@ def run_once(kind: str, tmp: str, wrapped: bool) -> tuple[float, float, str]:
     else:
         subprocess.run(f"{' '.join(argv)} | cat > /dev/null", shell=True, check=True)
     ended = time.time()
-    write_s, child_end = map(float, open(times).read().split())
-    return write_s, ended - child_end, parsed_note(run_dir) if wrapped else ""
+    write_s, child_end, size = map(float, open(times).read().split())
+    return write_s, ended - child_end, parsed_note(run_dir, int(size)) if wrapped else ""
 
 
-def parsed_note(run_dir: str) -> str:
-    """What the run log says it parsed (lines, events) of the child's output."""
+def parsed_note(run_dir: str, size: int) -> str:
+    """What the run log says it parsed (lines, events) of the child's output, and the parsed share
+    of its bytes from summary.json (what was not parsed: too far behind, after the exit's deadline,
+    or binary)."""
     try:
         text = open(os.path.join(run_dir, "train.log"), encoding="utf-8", errors="replace").read()
-    except OSError:
-        return "no run log"
+        summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    except (OSError, ValueError):
+        return "no run log or summary"
     found = re.findall(r"ended: exit code \d+, (\d+) lines, (\d+) events", text)
-    return f"{found[-1][0]} lines, {found[-1][1]} events parsed" if found else "?"
+    unparsed, binary = summary.get("unparsed_bytes", 0), summary.get("binary_bytes", 0)
+    share = f"parsed share {1 - (unparsed + binary) / size:.0%} of {size / 1e6:.0f} MB ({unparsed} bytes not parsed, " \
+            f"{binary} binary)"
+    return f"{found[-1][0]} lines, {found[-1][1]} events parsed; {share}" if found else share
 
 
 def main() -> None:

@@ -11,6 +11,10 @@ records whether the stream now stands at a line start; a message waits (at most 
 seconds, on a condition, never polling) for a line start. A training that leaves a line
 open longer (a progress bar redrawn with ``\\r`` for a whole epoch) gets the message on a
 line of its own after a newline, rather than a warning held back for an hour.
+
+With the C pump built, `STDERR` is its gate (`_native._pump.LineGate`: the same behaviour
+under a C lock), so the pump's thread writes the training's stderr without the interpreter
+lock and trainvisor's messages still wait for a line start.
 """
 from __future__ import annotations
 
@@ -18,7 +22,19 @@ import os
 import select
 import threading
 
-__all__ = ["LineGate", "STDERR", "write_all"]
+__all__ = ["LineGate", "STDERR", "write_all", "native_pump"]
+
+
+def native_pump():
+    """The C pump module (`trainvisor._native._pump`), or None: not built, or
+    TRAINVISOR_PURE_PYTHON set (the pure-Python readers and gate, as for the parsers)."""
+    if os.environ.get("TRAINVISOR_PURE_PYTHON"):
+        return None
+    try:
+        from ._native import _pump
+    except ImportError:
+        return None
+    return _pump
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -103,6 +119,11 @@ class LineGate:
             pass
 
 
-STDERR = LineGate(2)
+def _gate_of_stderr() -> "LineGate":
+    pump = native_pump()
+    return pump.LineGate(2) if pump is not None else LineGate(2)
+
+
+STDERR = _gate_of_stderr()
 """The gate of fd 2: the supervisor passes the child's stderr through it, and trainvisor's own
 warnings (the `trainvisor:` handler, the log writer's) are said through it."""

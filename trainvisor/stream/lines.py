@@ -80,7 +80,10 @@ class LineSplitter:
 
     def skip(self, newlines: int, ends_with_newline: bool) -> None:
         """Bytes that will never be fed (the supervisor dropped them from parsing
-        because the pipeline fell behind). Lines they touch are counted, not emitted."""
+        because the pipeline fell behind). Lines they touch are counted, not emitted, except a
+        line cut at `max_line` already: a gap inside its tail loses nothing that would be read."""
+        if self._cut and newlines == 0:
+            return
         self._pending = bytearray()
         self._open.reset()
         self._cut = self._touched = False

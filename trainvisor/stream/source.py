@@ -9,7 +9,8 @@ too far behind.
 from __future__ import annotations
 
 import queue
-from typing import Iterator, NamedTuple, Optional, Union
+import time
+from typing import Callable, Iterator, NamedTuple, Optional, Union
 
 __all__ = ["Chunk", "Gap", "Eof", "End", "Records", "Item", "ByteBudget", "Channel", "READ_SIZE"]
 
@@ -67,6 +68,8 @@ class ByteBudget:
         self.limit = limit
         self.produced = 0
         self.consumed = 0
+        self.line_cap: Optional[int] = None
+        """The engine's max_line: a source need not hand on what lies beyond it in a line."""
 
     def in_flight(self) -> int:
         return self.produced - self.consumed
@@ -77,10 +80,27 @@ class Channel:
     thread, never blocks); `items` the engine's: it yields None when nothing came for
     `idle` seconds, so the pipeline can flush its sinks while the training is quiet."""
 
-    def __init__(self, backlog: int, streams: tuple[str, ...] = ("stdout", "stderr")) -> None:
+    def __init__(self, backlog: int, streams: tuple[str, ...] = ("stdout", "stderr"), *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._queue: "queue.SimpleQueue[Item]" = queue.SimpleQueue()
         self.put = self._queue.put
         self.budgets = {s: ByteBudget(backlog // len(streams)) for s in streams}
+        self._clock = clock
+        self._deadline: Optional[float] = None
+        self.shed_bytes = 0
+        """Bytes taken after the deadline: handed on as `Gap`s, passed through but not parsed."""
+
+    def cap_lines(self, max_line: int) -> None:
+        """The engine reads at most `max_line` bytes of a line's segment (stream/lines.py): the
+        source may pass a longer line's tail over (a `Gap` without a newline, not counted)."""
+        for budget in self.budgets.values():
+            budget.line_cap = max_line
+
+    def parse_until(self, deadline: float) -> None:
+        """The source has ended (the child exited): chunks still queued when `clock()` passes
+        `deadline` are not parsed, only counted (`shed_bytes`) and handed on as gaps, so a
+        backlog the parser cannot grind through holds trainvisor's exit for a bounded time."""
+        self._deadline = deadline
 
     def items(self, idle: float) -> Iterator[Optional[Item]]:
         get, budgets = self._queue.get, self.budgets
@@ -92,6 +112,13 @@ class Channel:
                 continue
             if type(item) is Chunk:
                 budgets[item.stream].consumed += len(item.data)
+                if self._deadline is not None and self._clock() > self._deadline:
+                    item = self._shed(item)
             yield item
             if type(item) is End:
                 return
+
+    def _shed(self, chunk: Chunk) -> Gap:
+        data = chunk.data
+        self.shed_bytes += len(data)
+        return Gap(chunk.stream, len(data), data.count(b"\n"), data.endswith(b"\n"))

@@ -21,7 +21,7 @@ from .. import defaults
 from ..stream.source import Channel
 from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child, stop_group,
                       stop_subreaper)
-from .readers import PipeReader, RunLog
+from .readers import PipeReader, open_run_log
 from .reaper import Reaper, Waker
 from .result import ProcessResult, StopRequest
 from .signals import SHUTDOWN_SIGNALS, SignalHandlers, child_setup, death_signal_for
@@ -225,7 +225,7 @@ class Supervisor:
     # -- internals ---------------------------------------------------------
 
     def _supervise(self, proc: subprocess.Popen, run_log_fd: Optional[int], reaper: Optional[Reaper]) -> ProcessResult:
-        run_log = RunLog(run_log_fd) if run_log_fd is not None else None
+        run_log = open_run_log(run_log_fd) if run_log_fd is not None else None
         if self._pty_master is not None:
             sources = [("stdout", self._pty_master, self.stdout_fd)]
         else:
