@@ -170,7 +170,7 @@ def test_both_gates_hold_a_message_until_the_line_ends_or_the_wait_is_over(gate_
 
 def test_after_the_deadline_queued_chunks_are_passed_over_and_counted():
     now = [100.0]
-    channel = Channel(1 << 20, clock=lambda: now[0])
+    channel = Channel(1 << 20, clock=lambda: now[0], tail_bytes=0)
     for data in (b"loss 1\nloss", b" 2\n", b"loss 3\nloss 4\n"):
         channel.put(Chunk("stdout", data, 0.0, 0.0))
     channel.put(End())
@@ -181,6 +181,24 @@ def test_after_the_deadline_queued_chunks_are_passed_over_and_counted():
     assert list(items) == [Gap("stdout", 3, 1, True), Gap("stdout", 14, 2, True), End()]
     assert channel.shed_bytes == 17
     assert channel.budgets["stdout"].in_flight() == -len(b"loss 1\nloss 2\nloss 3\nloss 4\n")  # taken, all of it
+
+
+def test_after_the_deadline_each_streams_last_lines_are_still_parsed():
+    # the backlog's head is shed; each stream's last `tail_bytes`, from a line's start, are read:
+    # a training's final scores are its last lines
+    now = [100.0]
+    channel = Channel(1 << 20, clock=lambda: now[0], tail_bytes=8)
+    for stream, data in (("stdout", b"loss 1\nloss"), ("stdout", b" 2\n"), ("stderr", b"warn\n"),
+                         ("stdout", b"loss 3\nloss 4\n")):
+        channel.put(Chunk(stream, data, 0.0, 0.0))
+    channel.put(End())
+    channel.parse_until(100.5)
+    now[0] = 100.6
+    assert list(channel.items(0.1)) == [
+        Gap("stdout", 11, 1, False), Gap("stdout", 3, 1, True), Chunk("stderr", b"warn\n", 0.0, 0.0),
+        Gap("stdout", 7, 1, True), Chunk("stdout", b"loss 4\n", 0.0, 0.0), End()]
+    assert channel.shed_bytes == 21
+    assert (channel.budgets["stdout"].in_flight(), channel.budgets["stderr"].in_flight()) == (-28, -5)  # all taken
 
 
 def test_a_gap_inside_a_line_cut_already_keeps_the_lines_head_and_its_number():
@@ -265,9 +283,11 @@ class _StoppedAfterTheDeadline:
         self.stopped.set()
 
 
-def test_what_is_queued_past_the_deadline_after_the_childs_end_is_counted_not_parsed(tmp_path):
+@pytest.mark.parametrize("tail", [0, 4096])
+def test_what_is_queued_past_the_deadline_after_the_childs_end_is_counted_not_parsed(tmp_path, tail):
     """The hook holds the first line until the child has ended and the deadline (0 s) is set: what
-    the child wrote after the first chunk is passed through, counted, and never parsed."""
+    the child wrote after the first chunk is passed through, counted, and never parsed, but for
+    the last `tail` bytes (from a line's start), which are."""
     data = b"".join(b"step %d loss=%.3f\n" % (i, 1 / (i + 1)) for i in range(20000))  # ~400 KB
     side = _StoppedAfterTheDeadline()
     seen = []
@@ -281,12 +301,15 @@ def test_what_is_queued_past_the_deadline_after_the_childs_end_is_counted_not_pa
     (tmp_path / "log").write_bytes(data)
     out = tmp_path / "out"
     with open(out, "wb") as fh:
-        supervisor = Supervisor([PY, "-c", code, str(tmp_path / "log")], channel=Channel(1 << 30),
+        supervisor = Supervisor([PY, "-c", code, str(tmp_path / "log")], channel=Channel(1 << 30, tail_bytes=tail),
                                 stdout_fd=fh.fileno(), stderr_fd=None, forward_signals=False)
         pipeline = Pipeline(create_parser("generic", ParserOptions(year=2026)), hooks=[hold_first])
         result = drive_child(supervisor, pipeline, side=[side], parse_after_exit=0.0)
         pipeline.finish()
     assert out.read_bytes() == data
-    first_chunk = len(data) - result.unparsed_bytes  # the one chunk taken before the deadline
-    assert 0 < first_chunk < len(data)
-    assert seen == list(range(1, data.count(b"\n", 0, first_chunk) + 1))  # its whole lines, and no more
+    tail_start = data.find(b"\n", len(data) - tail - 1) + 1 if tail else len(data)
+    first_chunk = tail_start - result.unparsed_bytes  # the one chunk taken before the deadline
+    assert 0 < first_chunk < tail_start
+    lines = data.count(b"\n")
+    head = list(range(1, data.count(b"\n", 0, first_chunk) + 1))  # its whole lines
+    assert seen == head + list(range(data.count(b"\n", 0, tail_start) + 1, lines + 1))  # and the tail's
