@@ -199,7 +199,9 @@ def test_a_callback_that_fails_quoting_a_url_is_reported_masked(tmp_path):
         "class Leaky:\n"
         "    def on_train_begin(self, **kw):\n"
         f"        raise RuntimeError('cannot reach http://cb:{PW}@127.0.0.1:9/hook')\n")
-    env = _env(tmp_path, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    # no bytecode: the compiled callback holds the password as its own source does (the user's file)
+    env = _env(tmp_path, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+               PYTHONDONTWRITEBYTECODE="1")
     proc = _trainvisor(["run", "--run-dir", "rd", "--callback", "leaky_callback:Leaky", "--", *TRAINING], tmp_path, env)
     assert proc.returncode == 0
     assert ("trainvisor: callback leaky_callback:Leaky.on_train_begin failed: RuntimeError: cannot reach "

@@ -26,7 +26,7 @@ __all__ = ["Ledger", "LEDGER_OFFSET", "Recovery"]
 #: Where the ledger starts in the lock file: the address line lives before it. A page
 #: boundary, as mmap requires.
 LEDGER_OFFSET = mmap.ALLOCATIONGRANULARITY
-SLOTS = 2048  # senders remembered; the least recently connected gives its slot up
+SLOTS = 512  # senders remembered (12 KiB); the least recently connected gives its slot up
 _MAGIC = b"TVLEDG01"
 _HEADER = struct.Struct("<8sQQQQ")  # magic, state, inode, offset, length
 _HEADER_BYTES = 64
@@ -50,8 +50,10 @@ class Ledger:
     """One writer's ledger, mapped from its (held) lock file descriptor."""
 
     def __init__(self, fd: int) -> None:
-        if os.fstat(fd).st_size < LEDGER_OFFSET + _SIZE:
-            os.ftruncate(fd, LEDGER_OFFSET + _SIZE)
+        """OSError when its space cannot be had (a full disk): the writer then runs without one.
+        The space is allocated, not only sized: a store into a page a full disk cannot back
+        would kill the process (SIGBUS) instead of raising."""
+        os.posix_fallocate(fd, LEDGER_OFFSET, _SIZE)
         self._map = mmap.mmap(fd, _SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
                               offset=LEDGER_OFFSET)
         self._slots: OrderedDict[int, int] = OrderedDict()  # token -> slot, least recently claimed first

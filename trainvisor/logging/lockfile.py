@@ -57,7 +57,7 @@ class WriterLock:
         line = address.encode("utf-8") + b"\n"
         if len(line) > _ADDRESS_BYTES:
             raise OSError(f"socket address too long to publish: {address}")
-        os.pwrite(self.fd, line.ljust(_ADDRESS_BYTES, b"\0"), 0)
+        os.pwrite(self.fd, line, 0)  # a reader stops at the first newline: what follows is not read
 
     def published(self) -> str | None:
         """The address the holder published (or its dead predecessor: connecting fails, and

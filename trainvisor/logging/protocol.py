@@ -15,8 +15,10 @@ many of each sender's records the file holds, and skips the re-sent ones it alre
 """
 from __future__ import annotations
 
+import select
 import socket
 import struct
+import time
 from typing import Callable
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "ENV_VAR",
     "MAX_RECORD_BYTES",
     "ProtocolError",
+    "final_acks",
     "send_acks",
     "FrameDecoder",
     "encode_frame",
@@ -137,13 +140,30 @@ class FrameDecoder:
         return len(self._buffer)
 
 
-def send_acks(senders: list[tuple[socket.socket, FrameDecoder]]) -> None:
-    """Tell each sender how many of its records are now in the file. Never blocks: a sender
-    whose buffer is full gets the (cumulative) count with a later batch."""
+def send_acks(senders: list[tuple[socket.socket, FrameDecoder]]) -> list[socket.socket]:
+    """Tell each sender how many of its records are now in the file. Never blocks: returns the
+    senders whose buffer was full, to be told again (the count is cumulative: the latest says all)."""
+    full = []
     for conn, decoder in senders:
         if conn.fileno() < 0:
             continue  # it disconnected in this round: nobody to tell
         try:
             conn.send(ACK.pack(decoder.frames), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except BlockingIOError:
+            full.append(conn)
         except OSError:
             pass
+    return full
+
+
+def final_acks(senders: list[tuple[socket.socket, FrameDecoder]], until: float) -> None:
+    """The writer's last word to each sender, waiting (until the monotonic `until`, for all of
+    them together) for a full buffer to take it."""
+    pending = senders
+    while pending:
+        owed = set(send_acks(pending))
+        pending = [(c, d) for c, d in pending if c in owed]
+        left = until - time.monotonic()
+        if not pending or left <= 0:
+            return
+        select.select([], [c for c, _ in pending], [], min(left, 0.05))

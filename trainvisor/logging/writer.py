@@ -18,13 +18,13 @@ import socket
 import tempfile
 import threading
 import time
-import weakref
 from typing import Any
 
 from ..stderr_gate import write_all as _write_all
+from . import forks as _forks
 from .ledger import Ledger, Recovery
 from .lockfile import WriterLock, acquire, remove_stale_directory
-from .protocol import ENV_VAR, FrameDecoder, ProtocolError, SenderCell, send_acks
+from .protocol import ENV_VAR, FrameDecoder, ProtocolError, SenderCell, final_acks, send_acks
 from .rotation import LogWriterError, Mark, RotatingFile, warn as _warn
 from .target import MAX_SOCKET_PATH, LogTarget, bind_listener, same_user, write_target
 
@@ -36,9 +36,10 @@ _RECV_BYTES = 256 * 1024
 _COALESCE_BYTES = 64 * 1024
 _COALESCE_SECONDS = 0.002  # at most this much added latency while records trickle in
 _DRAIN_SECONDS = 5.0
+_FINAL_ACK_SECONDS = 1.0
+_OWED_RETRY = 0.01  # how soon an ack that did not fit is tried again
 
-
-_LIVE: "weakref.WeakSet[LogWriterServer]" = weakref.WeakSet()
+_LIVE = _forks.LIVE
 
 
 class LogWriterServer:
@@ -72,6 +73,7 @@ class LogWriterServer:
         self.warn_on_drop = True
         self._dropping = False
         self._connections: dict[socket.socket, FrameDecoder] = {}
+        self._owed: set[socket.socket] = set()  # senders whose last ack found their buffer full
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector = selectors.DefaultSelector()
@@ -119,10 +121,7 @@ class LogWriterServer:
         try:
             lock = lock or acquire(filename)
             remove_stale_directory(lock, directory, _DIR_PREFIX)
-            ledger = Ledger(lock.fd)
-            if mode == "w" and not maxBytes > 0:
-                ledger.reset()  # the file is emptied: nothing in it to recognise
-            recovery, senders = ledger.recover(os.path.realpath(os.fspath(filename)))
+            ledger, recovery, senders = _open_ledger(lock, filename, emptied=mode == "w" and not maxBytes > 0)
             file = RotatingFile(filename, mode=mode, max_bytes=maxBytes, backup_count=backupCount)
         except (OSError, LogWriterError) as exc:
             os.rmdir(directory)
@@ -137,7 +136,8 @@ class LogWriterServer:
             return cls(file, directory=directory, lock=lock, ledger=ledger, senders=senders, recovery=recovery)
         except BaseException:
             file.close()
-            ledger.close()
+            if ledger is not None:
+                ledger.close()
             lock.close()
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -174,7 +174,7 @@ class LogWriterServer:
                 marks: list[Mark] = []
                 senders: list[tuple[socket.socket, FrameDecoder]] = []
                 received = 0
-                events = self._selector.select()
+                events = self._selector.select(_OWED_RETRY if self._owed else None)
                 woke = time.monotonic()
                 for key, _ in events:
                     sock = key.fileobj
@@ -187,7 +187,10 @@ class LogWriterServer:
                         senders.append((sock, key.data))  # type: ignore[arg-type]
                 if batch:
                     self._write(batch, marks)
-                    send_acks(senders)
+                # Every sender read from is acked, even one whose records were all skipped (re-sent
+                # ones the file holds): it waits for that ack, or would re-send them once more.
+                self._owed.update(send_acks(senders + [(c, self._connections[c]) for c in self._owed
+                                                       if c in self._connections]))
                 pause = _COALESCE_SECONDS - (time.monotonic() - woke)
                 if 0 < received < _COALESCE_BYTES and pause > 0 and not stopping:
                     # Let records pile up for a moment: one wake-up, recv and write per
@@ -290,6 +293,7 @@ class LogWriterServer:
         with self._lock:
             self._selector.unregister(conn)
             del self._connections[conn]
+            self._owed.discard(conn)
             conn.close()
 
     def _drain(self) -> None:
@@ -302,7 +306,9 @@ class LogWriterServer:
             self._read(conn, decoder, batch, marks, until=until)
             if batch:
                 self._write(batch, marks)
-                send_acks([(conn, decoder)])
+        # The last acks must arrive: a sender that misses one re-sends those records to the next
+        # writer, which (its ledger gone with a clean close) would write them twice.
+        final_acks(list(self._connections.items()), time.monotonic() + _FINAL_ACK_SECONDS)
 
     def _release(self) -> None:
         with self._lock:
@@ -363,37 +369,19 @@ class LogWriterServer:
         return f"<LogWriterServer {self.file.path!r} at {self.address!r} {state}>"
 
 
-_held: list[LogWriterServer] = []
+def _open_ledger(lock: WriterLock, filename: str | os.PathLike[str], *, emptied: bool
+                 ) -> tuple[Ledger | None, Recovery | None, dict[int, tuple[int, int]] | None]:
+    """The file's ledger, settled (see `Ledger.recover`); none on a disk with no room for it: the
+    writer then works as before it had one (a record re-sent after a kill may be written twice)."""
+    try:
+        ledger = Ledger(lock.fd)
+    except OSError:
+        return None, None, None
+    if emptied:
+        ledger.reset()  # the file is emptied: nothing in it to recognise
+    recovery, senders = ledger.recover(os.path.realpath(os.fspath(filename)))
+    return ledger, recovery, senders
 
 
-def _before_fork() -> None:
-    _held[:] = list(_LIVE)
-    for server in _held:
-        server._lock.acquire()
-
-
-def _after_fork_in_parent() -> None:
-    for server in _held:
-        server._lock.release()
-    _held.clear()
-
-
-def _after_fork_in_child() -> None:
-    for server in _held:
-        server._forget_in_child()
-    _held.clear()
-    _LIVE.clear()
-
-
-def _close_all_at_exit() -> None:
-    # Servers a handler owns are closed by logging.shutdown(), which runs later, so records
-    # logged by other exit hooks still reach the file.
-    for server in list(_LIVE):
-        if server.close_at_exit:
-            server.close()
-
-
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                    after_in_child=_after_fork_in_child)
-atexit.register(_close_all_at_exit)
-
+os.register_at_fork(before=_forks.before, after_in_parent=_forks.after_in_parent, after_in_child=_forks.after_in_child)
+atexit.register(_forks.close_all_at_exit)

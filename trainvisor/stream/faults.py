@@ -9,8 +9,9 @@ __all__ = ["FaultCounter"]
 
 
 class FaultCounter:
-    """Counts failures per component; logs the first with its traceback, then at
-    10, 100, 1000 ... so a hook failing on every line cannot flood the log."""
+    """Counts failures per component; logs the first with its traceback (an error: on the
+    terminal too), then the count at 10, 100, 1000 ... as information (the run log only), so a
+    hook failing on every line floods neither; the summary gives the totals."""
 
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
@@ -24,7 +25,7 @@ class FaultCounter:
         if n == 1:
             self.logger.error("%s failed: %s: %s", component, type(exc).__name__, exc, exc_info=exc)
         elif _is_power_of_ten(n):
-            self.logger.error("%s has failed %d times; last: %s: %s", component, n, type(exc).__name__, exc)
+            self.logger.info("%s has failed %d times; last: %s: %s", component, n, type(exc).__name__, exc)
 
     @property
     def total(self) -> int:
