@@ -68,13 +68,14 @@ class WriterLock:
             return None
         return data[:end].decode("utf-8", "replace")
 
-    def close(self) -> None:
+    def close(self, *, keep_file: bool = False) -> None:
         """Release; the holder removes the file first, so no lock file outlives a clean close
-        (a waiter that opened the removed file sees it gone after locking and retries)."""
+        (a waiter that opened the removed file sees it gone after locking and retries), unless
+        `keep_file`: the next holder then reads the ledger in it."""
         fd, self.fd = self.fd, -1
         if fd < 0:
             return
-        if self.held:
+        if self.held and not keep_file:
             try:
                 os.unlink(self.path)
             except OSError:

@@ -156,14 +156,17 @@ def send_acks(senders: list[tuple[socket.socket, FrameDecoder]]) -> list[socket.
     return full
 
 
-def final_acks(senders: list[tuple[socket.socket, FrameDecoder]], until: float) -> None:
+def final_acks(senders: list[tuple[socket.socket, FrameDecoder]], until: float) -> bool:
     """The writer's last word to each sender, waiting (until the monotonic `until`, for all of
-    them together) for a full buffer to take it."""
+    them together) for a full buffer to take it. False when one could not be told."""
     pending = senders
     while pending:
         owed = set(send_acks(pending))
         pending = [(c, d) for c, d in pending if c in owed]
         left = until - time.monotonic()
-        if not pending or left <= 0:
-            return
+        if not pending:
+            return True
+        if left <= 0:
+            return False
         select.select([], [c for c, _ in pending], [], min(left, 0.05))
+    return True

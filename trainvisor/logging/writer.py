@@ -72,8 +72,10 @@ class LogWriterServer:
         (a supervised run's log, whose stderr is the training's)."""
         self.warn_on_drop = True
         self._dropping = False
+        self._written_since_drop = 0
         self._connections: dict[socket.socket, FrameDecoder] = {}
         self._owed: set[socket.socket] = set()  # senders whose last ack found their buffer full
+        self._told_all = True
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector = selectors.DefaultSelector()
@@ -277,15 +279,20 @@ class LogWriterServer:
             if not self.records_to_stderr:
                 if not self._dropping and self.warn_on_drop:
                     _warn(f"cannot write {self.file.path} ({exc.strerror or exc}); going on without it")
-                self._dropping = True
+                self._dropping, self._written_since_drop = True, 0
                 return
             _warn(f"cannot write {self.file.path}: {exc}; records follow on stderr")
             try:
                 _write_all(2, b"".join(payloads))
             except OSError:
                 pass
-        else:
-            self._dropping = False
+            return
+        if self._dropping:
+            # A full disk takes small batches between failed big ones (a failed write is cut
+            # back): only a megabyte written since says it is usable again, and warns anew.
+            self._written_since_drop += sum(map(len, payloads))
+            if self._written_since_drop >= 1 << 20:
+                self._dropping = False
 
     def _drop(self, conn: socket.socket, decoder: FrameDecoder, *, torn: bool = True) -> None:
         if torn and decoder.pending:
@@ -308,7 +315,8 @@ class LogWriterServer:
                 self._write(batch, marks)
         # The last acks must arrive: a sender that misses one re-sends those records to the next
         # writer, which (its ledger gone with a clean close) would write them twice.
-        final_acks(list(self._connections.items()), time.monotonic() + _FINAL_ACK_SECONDS)
+        # One that cannot be told keeps the ledger for the next writer (the lock file stays).
+        self._told_all = final_acks(list(self._connections.items()), time.monotonic() + _FINAL_ACK_SECONDS)
 
     def _release(self) -> None:
         with self._lock:
@@ -321,7 +329,9 @@ class LogWriterServer:
             self.file.close()
             if self._ledger is not None:
                 self._ledger.close()
-            self.lock.close()  # only now may another process become the writer; the ledger goes with it
+            # only now may another process become the writer; the ledger goes with the lock
+            # file, unless a sender was not told what the file holds
+            self.lock.close(keep_file=not self._told_all)
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- lifecycle ---------------------------------------------------------------------
