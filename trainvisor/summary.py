@@ -40,6 +40,8 @@ def format_summary(summary) -> str:
         u = s.uploads
         lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
                      f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
+        if getattr(u, "deleted", ()):  # retention (--keep-last, --keep-best)
+            lines.append(f"  deleted from store {len(u.deleted)} set(s): {', '.join(u.deleted)}")
     lines += _sink_lines(getattr(s, "sinks", ()))
     followed = getattr(s, "followed", None)
     if followed is not None:

@@ -107,7 +107,7 @@ class _Parts(_Plugins, _Reporting):
         self.jsonl.set_extra({"attempt": attempt, **self.run.identity.fields()})
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
-        from .build import build_manager, build_watcher, open_destination, watch_dirs
+        from .build import build_manager, build_watcher, open_destination, retention_values, watch_dirs
 
         run, cfg = self.run, self.run.config
         uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
@@ -116,8 +116,11 @@ class _Parts(_Plugins, _Reporting):
                      run.identity.local_rank)
             uploader = None
         if uploader is not None:
+            values = retention_values(cfg.upload, str(run.metrics_path), ended=False)  # --best-by, from the log
+            if values is not None:
+                self.sinks.append(values)
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,
-                                         identity=run.identity)
+                                         identity=run.identity, values=values)
             stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
@@ -293,6 +296,8 @@ class _Parts(_Plugins, _Reporting):
                 until=shutdown.deadline)
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
+            report = self.manager.report()
+        if not shutdown.begun and self.manager.prune():  # the log has ended: every set's value is known
             report = self.manager.report()
         log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
                     else f"the {shutdown.grace:g}s grace")
