@@ -297,7 +297,8 @@ class _Parts(_Plugins, _Reporting):
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()
-        if not shutdown.begun and self.manager.prune():  # the log has ended: every set's value is known
+        if not shutdown.begun:  # the log has ended: every set's value is known; a worker's pass ends first
+            self.manager.prune(wait=True)
             report = self.manager.report()
         log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
                     else f"the {shutdown.grace:g}s grace")
