@@ -34,9 +34,9 @@ def _log(path: Path, *, collapse: bool) -> Path:
     return path
 
 
-def _argv(work: Path, url: str, log: Path, *training: str) -> list[str]:
+def _argv(work: Path, url: str, log: Path, *training: str, options: tuple[str, ...] = ()) -> list[str]:
     return TRAINVISOR + ["run", "--run-dir", str(work / "run"), "--run-id", "r1", "--watch", str(work / "snap"),
-                         "--upload-to", url, "--drain-timeout", "60", *RETENTION, "--",
+                         "--upload-to", url, "--drain-timeout", "60", *RETENTION, *options, "--",
                          sys.executable, str(FAKE_CAFFE), "train", str(log), "--snapshot-dir", str(work / "snap"),
                          *training]
 
@@ -133,8 +133,8 @@ def test_twelve_sets_leave_the_newest_two_and_the_best_with_their_manifests(stor
     work = _workdir(tmp_path)
     for key, data in FOREIGN.items():
         store.put(key, data)
-    done = subprocess.run(_argv(work, store.url, _log(work / "train.log", collapse=collapse)), cwd=work,
-                          env=store.env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(_argv(work, store.url, _log(work / "train.log", collapse=collapse), options=("--summary",)),
+                          cwd=work, env=store.env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     kept = _kept_by_the_policy(work)
     assert len(kept) == (3 if collapse else 2)
@@ -144,7 +144,9 @@ def test_twelve_sets_leave_the_newest_two_and_the_best_with_their_manifests(stor
     assert {k: v for k, v in objects.items() if not k.endswith(".manifest.json")} == _expected_objects(work, kept)
     summary = json.loads((work / "run" / "summary.json").read_text())
     assert summary["uploads"]["sets_verified"] == 12
-    assert len(summary["uploads"]["deleted"]) == 12 - len(kept) and not kept & set(summary["uploads"]["deleted"])
+    deleted = summary["uploads"]["deleted"]
+    assert len(deleted) == 12 - len(kept) and not kept & set(deleted)
+    assert f"  deleted from store {len(deleted)} set(s): {', '.join(deleted)}\n" in done.stderr
 
 
 def _sets_recorded(work: Path) -> list[str]:
@@ -199,3 +201,34 @@ def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_i
     assert {k: v for k, v in objects.items() if not k.endswith(".manifest.json")} == _expected_objects(work, kept)
     assert _deletions(work) == {name: "deleted" for name in _deletions(work)} and cut in _deletions(work)
     assert len(_deletions(work)) == 12 - len(kept)
+
+
+def test_with_delete_after_upload_only_the_newest_verified_set_stays_on_disk(tmp_path):
+    store = _Folder(tmp_path / "store")
+    work = _workdir(tmp_path)
+    done = subprocess.run(_argv(work, store.url, _log(work / "train.log", collapse=True),
+                                options=("--delete-after-upload",)),
+                          cwd=work, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sets = {r["iteration"]: r["name"] for r in _records(work / "run" / "checkpoints.jsonl")}
+    newest = sets[max(sets)]
+    assert sorted(p.name for p in (work / "snap" / "examples" / "mnist").iterdir()) == [
+        f"{newest}.caffemodel", f"{newest}.solverstate"]
+    kept = _kept_by_the_policy(work)
+    assert sorted(json.loads(v)["name"] for k, v in store.objects().items() if k.endswith(".manifest.json")) == \
+        sorted(kept)
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--keep-best", "1"], "upload.keep_best (--keep-best) needs upload.best_by (--best-by 'METRIC max|min')"),
+    (["--keep-best", "1", "--best-by", "accuracy"],
+     "--best-by: upload.best_by: must be 'METRIC max' or 'METRIC min' (e.g. 'val/accuracy max') (got 'accuracy')"),
+    (["--keep-last", "0"], "--keep-last: upload.keep_last: must be at least 1 (got 0)"),
+])
+def test_a_retention_option_that_cannot_work_is_one_line_before_the_training_starts(tmp_path, flags, said):
+    marker = tmp_path / "started"
+    done = subprocess.run(TRAINVISOR + ["run", "--run-dir", str(tmp_path / "run"), "--upload-to",
+                                        f"file://{tmp_path}/store", *flags, "--", "touch", str(marker)],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (2, f"trainvisor: {said}\n")
+    assert not marker.exists()

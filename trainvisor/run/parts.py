@@ -37,6 +37,9 @@ log = logging.getLogger("trainvisor")
 
 # After a shutdown's child exits: watched folders quiet this long = the exit checkpoint is written.
 EXIT_QUIET = 0.5
+# Retention's last pass waits this long for a worker's pass in flight (a store that hangs must not
+# hold the exit: what is left is deleted at the next start).
+LAST_PRUNE_WAIT = 30.0
 
 
 class _Parts(_Plugins, _Reporting):
@@ -294,11 +297,11 @@ class _Parts(_Plugins, _Reporting):
                 self.manager, timeout, sys.stderr if show else None,
                 prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ",
                 until=shutdown.deadline)
+            if not shutdown.begun:  # the log has ended: every set's value is known (retention's last pass)
+                self.manager.prune(wait=LAST_PRUNE_WAIT)
+                report = self.manager.report()
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
-            report = self.manager.report()
-        if not shutdown.begun:  # the log has ended: every set's value is known; a worker's pass ends first
-            self.manager.prune(wait=True)
             report = self.manager.report()
         log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
                     else f"the {shutdown.grace:g}s grace")

@@ -222,10 +222,10 @@ class UploadManager:
         with self._lock:
             return self._set_locks.setdefault(set_key, threading.Lock())
 
-    def prune(self, *, wait: bool = False) -> tuple[str, ...]:
+    def prune(self, *, wait: float = 0.0) -> tuple[str, ...]:
         """Retention's pass (pruning.py): the names of the sets deleted from the store; a failure
-        is logged, never raised (the sets stay, the next pass tries again). `wait`: for a pass
-        running on a worker, then one more (the last pass of a run, once the log has ended)."""
+        is logged, never raised (the sets stay, the next pass tries again). `wait`: seconds for a
+        pass running on a worker, then one more (the last pass of a run, once the log has ended)."""
         if self._pruner is None:
             return ()
         try:

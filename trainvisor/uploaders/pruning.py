@@ -41,14 +41,14 @@ class Pruner:
         self._said: set[str] = set()  # what was logged once
         self._local_done: set[str] = set()
 
-    def prune(self, *, wait: bool = False) -> tuple[str, ...]:
+    def prune(self, *, wait: float = 0.0) -> tuple[str, ...]:
         """Finish the deletions left unfinished, then delete what the policy no longer keeps. A
         call while a pass runs makes that pass run once more (a set verified meanwhile counts),
-        or with `wait` (the run's last pass: its caller exits next) waits for it, then runs one.
-        The names of the sets deleted by this call."""
+        or with `wait` seconds (the run's last pass: its caller exits next) waits for it, then
+        runs one. The names of the sets deleted by this call."""
         deleted: list[str] = []
         while True:
-            if not self._busy.acquire(blocking=wait):
+            if not (self._busy.acquire(timeout=wait) if wait > 0 else self._busy.acquire(blocking=False)):
                 self._again.set()
                 return tuple(deleted)
             try:
