@@ -165,24 +165,35 @@ def _deletions(work: Path) -> dict[str, str]:
         db.close()
 
 
+def _tests_recorded(work: Path) -> int:
+    try:
+        text = (work / "run" / "metrics.jsonl").read_text()
+    except FileNotFoundError:
+        return 0
+    return sum('"phase": "test"' in line and '"name": "accuracy"' in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("restart", ["run", "resume"])
 def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_is_deleted(
-        moto_module_endpoint, tmp_path):
+        moto_module_endpoint, tmp_path, restart):
     """The first DELETE of a set's objects reaches the store (its manifest goes) but its reply is
     held: trainvisor is killed with the deletion journaled `deleting`. The restart on the same run
-    directory deletes the rest of that set, and the store ends as a whole run would have left it."""
-    s3 = _S3(moto_module_endpoint, "keep-killed", tmp_path)
+    directory (the training again, or `trainvisor resume`) deletes the rest of that set, and the
+    store ends as a whole run would have left it."""
+    s3 = _S3(moto_module_endpoint, f"keep-killed-{restart}", tmp_path)
     for key, data in FOREIGN.items():
         s3.put(key, data)
     work = _workdir(tmp_path)
     log = _log(work / "train.log", collapse=True)
     with FaultProxy(moto_module_endpoint) as proxy:
         env = s3_env(proxy.url, tmp_path)
-        proxy.inject("DELETE", r"^/keep-killed/b/r1/", HoldReply(600))
+        proxy.inject("DELETE", rf"^/{s3.bucket}/b/r1/", HoldReply(600))
         first = subprocess.Popen(_argv(work, s3.url, log, "--sleep-at-end", "60"), cwd=work, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: first.poll() is not None or (proxy.holding >= 1 and len(_sets_recorded(work)) == 12),
-                     60, "a deletion held, every set recorded")
+            wait_for(lambda: first.poll() is not None or (proxy.holding >= 1 and len(_sets_recorded(work)) == 12
+                                                          and _tests_recorded(work) == 13),
+                     60, "a deletion held, every set and test recorded")
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait(30)
@@ -191,8 +202,9 @@ def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_i
         assert f"b/r1/{cut}.manifest.json" not in s3.objects()  # the held request was carried out
         assert f"b/r1/examples/mnist/{cut}.caffemodel" in s3.objects()  # the rest of the set was not
         proxy.clear_faults()
-        again = subprocess.run(_argv(work, s3.url, log, "--no-snapshots"), cwd=work, env=env,
-                               capture_output=True, text=True, timeout=120)
+        argv = (_argv(work, s3.url, log, "--no-snapshots") if restart == "run" else
+                TRAINVISOR + ["resume", str(work / "run")])
+        again = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-3000:]
     kept = _kept_by_the_policy(work)
     assert cut not in kept and len(kept) == 3

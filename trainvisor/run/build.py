@@ -157,10 +157,11 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
     return manager
 
 
-def retention_values(cfg: UploadConfig, metrics_path: str, *, ended: bool) -> "Optional[BestByValues]":
+def retention_values(cfg: UploadConfig, metrics_path: str) -> "Optional[BestByValues]":
     """The --best-by metric's values (None without keep_best), seeded from the run's metrics
-    file (an earlier attempt's records); `ended`: no more records will come (`trainvisor resume`),
-    else the run adds it to its sinks, which close it when the log ends."""
+    file (an earlier attempt's records). A run adds it to its sinks, which close it when the log
+    ends; `trainvisor resume` never closes it: a killed run's file may lack its last records, so
+    a set past the last one stays undecided (kept) rather than be judged on what is missing."""
     if not (cfg.keep_best and cfg.best_by):
         return None
     from ..uploaders.retention import parse_best_by
@@ -168,8 +169,6 @@ def retention_values(cfg: UploadConfig, metrics_path: str, *, ended: bool) -> "O
 
     values = BestByValues(parse_best_by(cfg.best_by, setting="upload.best_by"))
     values.seed(metrics_path)
-    if ended:
-        values.close()
     return values
 
 

@@ -119,7 +119,7 @@ class _Parts(_Plugins, _Reporting):
                      run.identity.local_rank)
             uploader = None
         if uploader is not None:
-            values = retention_values(cfg.upload, str(run.metrics_path), ended=False)  # --best-by, from the log
+            values = retention_values(cfg.upload, str(run.metrics_path))  # --best-by, from the log
             if values is not None:
                 self.sinks.append(values)
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,

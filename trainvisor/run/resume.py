@@ -73,7 +73,7 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
                                          local_rank=config.run.local_rank)
     metrics = config.sinks.jsonl or str(run_dir / "metrics.jsonl")  # the --best-by values of the run's log
     manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity,
-                            values=retention_values(config.upload, metrics, ended=True))
+                            values=retention_values(config.upload, metrics))
     try:
         manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
