@@ -21,6 +21,7 @@ import pytest
 from fixtures.caffe_log import generate_caffe_log
 from tests.conftest import FAKE_CAFFE, s3_env
 from tests.faultproxy import FaultProxy, HoldReply
+from tests.killed_runs import recorded
 from tests.test_process_tree import wait_for
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
@@ -149,14 +150,6 @@ def test_twelve_sets_leave_the_newest_two_and_the_best_with_their_manifests(stor
     assert f"  deleted from store {len(deleted)} set(s): {', '.join(deleted)}\n" in done.stderr
 
 
-def _sets_recorded(work: Path) -> list[str]:
-    try:
-        text = (work / "run" / "checkpoints.jsonl").read_text()
-    except FileNotFoundError:
-        return []
-    return [line for line in text.splitlines(keepends=True) if line.endswith("\n")]
-
-
 def _deletions(work: Path) -> dict[str, str]:
     db = sqlite3.connect(work / "run" / "uploads.sqlite")
     try:
@@ -191,7 +184,7 @@ def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_i
         first = subprocess.Popen(_argv(work, s3.url, log, "--sleep-at-end", "60"), cwd=work, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: first.poll() is not None or (proxy.holding >= 1 and len(_sets_recorded(work)) == 12
+            wait_for(lambda: first.poll() is not None or (proxy.holding >= 1 and len(recorded(work)) == 12
                                                           and _tests_recorded(work) == 13),
                      60, "a deletion held, every set and test recorded")
         finally:

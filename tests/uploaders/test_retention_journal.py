@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from trainvisor.events import Checkpoint, CheckpointFile
 from trainvisor.uploaders.journal import SCHEMA_VERSION, VERIFIED, Journal, JournalOwner
 
 OWNER = JournalOwner("r1", "file:///store")
+
+
+@pytest.fixture
+def journal(tmp_path):
+    j = Journal(str(tmp_path), owner=OWNER)
+    try:
+        yield j
+    finally:
+        j.close()
 
 
 def _set(tmp_path, name: str) -> Checkpoint:
@@ -48,32 +59,24 @@ def test_a_schema_1_journal_is_adopted_with_its_rows_and_gains_the_deletions_tab
         db.close()
 
 
-def test_a_deletion_begun_is_unfinished_until_ended_and_the_files_are_no_longer_vouched_for(tmp_path):
-    j = Journal(str(tmp_path), owner=OWNER)
-    try:
-        cp = _set(tmp_path, "lenet_iter_10")
-        key = _verified(j, cp)
-        file_key = "b/r1/lenet_iter_10.caffemodel"
-        j.begin_deletion(key, cp.name, [key, file_key])
-        assert j.unfinished_deletions() == [(key, "lenet_iter_10", (key, file_key))]
-        assert j.retained_sets() == [] and j.is_deleted(key)
-        assert j.get(file_key).state == "deleted"
-        assert j.verified_checksum(file_key, size=1, mtime_ns=1) is None  # asked again: uploaded again
-        j.end_deletion(key)
-        assert j.unfinished_deletions() == [] and j.deleted_sets() == ("lenet_iter_10",)
-        assert j.set_state(key) == VERIFIED  # counted verified: it was, before retention deleted it
-    finally:
-        j.close()
+def test_a_deletion_begun_is_unfinished_until_ended_and_the_files_are_no_longer_vouched_for(tmp_path, journal):
+    cp = _set(tmp_path, "lenet_iter_10")
+    key = _verified(journal, cp)
+    file_key = "b/r1/lenet_iter_10.caffemodel"
+    journal.begin_deletion(key, cp.name, [key, file_key])
+    assert journal.unfinished_deletions() == [(key, "lenet_iter_10", (key, file_key))]
+    assert journal.retained_sets() == [] and journal.is_deleted(key)
+    assert journal.get(file_key).state == "deleted"
+    assert journal.verified_checksum(file_key, size=1, mtime_ns=1) is None  # asked again: uploaded again
+    journal.end_deletion(key)
+    assert journal.unfinished_deletions() == [] and journal.deleted_sets() == ("lenet_iter_10",)
+    assert journal.set_state(key) == VERIFIED  # counted verified: it was, before retention deleted it
 
 
-def test_a_set_submitted_again_while_its_deletion_runs_is_not_recorded_deleted(tmp_path):
-    j = Journal(str(tmp_path), owner=OWNER)
-    try:
-        cp = _set(tmp_path, "lenet_iter_10")
-        key = _verified(j, cp)
-        j.begin_deletion(key, cp.name, [key])
-        j.add_set(key, cp)  # handed over again: its objects are uploaded again, whole
-        j.end_deletion(key)
-        assert j.deleted_sets() == () and j.unfinished_deletions() == [] and not j.is_deleted(key)
-    finally:
-        j.close()
+def test_a_set_submitted_again_while_its_deletion_runs_is_not_recorded_deleted(tmp_path, journal):
+    cp = _set(tmp_path, "lenet_iter_10")
+    key = _verified(journal, cp)
+    journal.begin_deletion(key, cp.name, [key])
+    journal.add_set(key, cp)  # handed over again: its objects are uploaded again, whole
+    journal.end_deletion(key)
+    assert journal.deleted_sets() == () and journal.unfinished_deletions() == [] and not journal.is_deleted(key)
