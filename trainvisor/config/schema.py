@@ -161,7 +161,8 @@ class UploadConfig(Section):
     to: Optional[str] = setting(None, help="file:///path, s3://bucket/prefix or kodo://bucket/prefix.")
     drain_timeout: float = setting(defaults.DRAIN_TIMEOUT, check=finite_non_negative,
                                    help="At exit, wait this long for pending uploads; what is left is listed.")
-    delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before).")
+    delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before; with "
+                                                    "keep_last/keep_best, once a newer set is verified too).")
     concurrency: int = setting(defaults.UPLOAD_CONCURRENCY, check=at_least(1, 64),
                                help="Checkpoint files uploaded at once.")
     credentials: Optional[str] = setting(
