@@ -40,6 +40,9 @@ def format_summary(summary) -> str:
         u = s.uploads
         lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
                      f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
+        if getattr(u, "deleted", ()):  # retention (--keep-last, --keep-best): the newest names
+            more = f" ... and {len(u.deleted) - DELETED_NAMES} more" if len(u.deleted) > DELETED_NAMES else ""
+            lines.append(f"  deleted from store {len(u.deleted)} set(s): {', '.join(u.deleted[-DELETED_NAMES:])}{more}")
     lines += _sink_lines(getattr(s, "sinks", ()))
     followed = getattr(s, "followed", None)
     if followed is not None:
@@ -82,6 +85,10 @@ def _metric_lines(last_metrics: Iterable[Metric]) -> list[str]:
             lines.append(f"  {phase} {name:<10} {_fmt(m.value)} (last, iteration {m.iteration})")
     return lines
 
+
+DELETED_NAMES = 12
+"""Names of sets deleted from the store the printed summary shows (the last ones); all of them are
+in `RunSummary.uploads.deleted`."""
 
 TABLE_ROWS = 24
 """Rows the printed table shows at most (a detection log has dozens of metrics); the rest are

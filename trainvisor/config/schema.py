@@ -20,7 +20,7 @@ from .. import defaults  # the values; these fields are where they are documente
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
 from .settings import (at_least, finite_non_negative, globs, non_negative, one_of, positive, rank_selection,
-                       resume_template, setting, share, stop_rules, upload_policy)
+                       resume_template, setting, share, stop_rules, upload_policy, best_by_metric)
 
 __all__ = [
     "RunConfig",
@@ -162,12 +162,22 @@ class UploadConfig(Section):
     to: Optional[str] = setting(None, help="file:///path, s3://bucket/prefix or kodo://bucket/prefix.")
     drain_timeout: float = setting(defaults.DRAIN_TIMEOUT, check=finite_non_negative,
                                    help="At exit, wait this long for pending uploads; what is left is listed.")
-    delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before).")
+    delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before; with "
+                                                    "keep_last/keep_best, once a newer set is verified too).")
     concurrency: int = setting(defaults.UPLOAD_CONCURRENCY, check=at_least(1, 64),
                                help="Checkpoint files uploaded at once.")
     credentials: Optional[str] = setting(
         None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
                    "destination; its keys win over the environment. Only the path is kept in the config.")
+    keep_last: Optional[int] = setting(None, check=at_least(1),
+                                       help="Retention: keep the N newest verified checkpoint sets in the store, "
+                                            "delete older ones (only sets whose manifests this run wrote).")
+    keep_best: Optional[int] = setting(None, check=at_least(1),
+                                       help="Retention: keep the K sets best by upload.best_by too (with keep_last: "
+                                            "a set either keeps stays). The newest verified set always stays.")
+    best_by: Optional[str] = setting(None, check=best_by_metric,
+                                     help="The metric that ranks sets for keep_best: 'METRIC max|min' (e.g. "
+                                          "'val/accuracy max'; no phase: val or test), its value at the set's step.")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["setting", "upload_policy", "rank_selection", "Check", "positive", "non_negative", "finite_non_negative",
-           "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value", "resume_template"]
+           "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value", "resume_template",
+           "best_by_metric"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
@@ -140,6 +141,15 @@ def resume_template(value: Any) -> Optional[str]:
         if name != "latest_dir" and name.split(".", 1)[0] != "latest":
             return f"has an unknown field {{{name}}} (use {{latest}}, {{latest.EXT}} or {{latest_dir}})"
     return None
+
+
+def best_by_metric(value: Any) -> Optional[str]:
+    """`upload.best_by`: 'METRIC max|min', checked by retention's own reader."""
+    if value is None:
+        return None
+    from ..uploaders.retention import best_by_problem
+
+    return best_by_problem(value)
 
 
 def globs(value: Any) -> Optional[str]:

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from ..stoprules import Firing, StopRuleSink
     from ..uploaders.base import Uploader
     from ..uploaders.manager import UploadManager
+    from ..uploaders.values import BestByValues
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
 
-__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs", "build_stop_rules"]
+__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs", "build_stop_rules",
+           "retention_values"]
 
 log = logging.getLogger("trainvisor.run")
 
@@ -130,28 +132,49 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
 
 
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
-                  identity: Optional["NodeIdentity"] = None) -> "UploadManager":
+                  identity: Optional["NodeIdentity"] = None, values: Optional["BestByValues"] = None) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
     multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
-    are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other."""
+    are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other. With retention
+    (`upload.keep_last`, `keep_best`; `values` from `retention_values`), the deletions a killed
+    attempt began are finished first."""
     from ..uploaders.destinations import key_prefix, run_keys
     from ..uploaders.manager import UploadManager
+    from ..uploaders.retention import RetentionPolicy
 
+    policy = RetentionPolicy.of(cfg.keep_last, cfg.keep_best, cfg.best_by)  # keep_best without best_by: here
     prefix = key_prefix(cfg.to or getattr(uploader, "url", "") or "")
     keys = run_keys(identity.folder if identity is not None else "")
     manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=keys,
-                            concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload)
+                            concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload,
+                            retention=policy, values=values)
     try:
         manager.preflight()
         manager.sweep_orphans()  # before anything is sent: what a killed attempt left open
         resumed = manager.resume()
+        manager.prune()
     except BaseException:
         manager.close()
         raise
     if resumed:
         log.info("resuming %d checkpoint set(s) left unfinished in %s", resumed, run_dir)
     return manager
+
+
+def retention_values(cfg: UploadConfig, metrics_path: str) -> "Optional[BestByValues]":
+    """The --best-by metric's values (None without keep_best), seeded from the run's metrics
+    file (an earlier attempt's records). A run adds it to its sinks, which close it when the log
+    ends; `trainvisor resume` never closes it: a killed run's file may lack its last records, so
+    a set past the last one stays undecided (kept) rather than be judged on what is missing."""
+    if not (cfg.keep_best and cfg.best_by):
+        return None
+    from ..uploaders.retention import parse_best_by
+    from ..uploaders.values import BestByValues
+
+    values = BestByValues(parse_best_by(cfg.best_by, setting="upload.best_by"))
+    values.seed(metrics_path)
+    return values
 
 
 def build_stop_rules(cfg: StopConfig, on_fire: "Callable[[Firing], None]") -> "Optional[StopRuleSink]":

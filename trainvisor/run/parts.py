@@ -37,6 +37,9 @@ log = logging.getLogger("trainvisor")
 
 # After a shutdown's child exits: watched folders quiet this long = the exit checkpoint is written.
 EXIT_QUIET = 0.5
+# Retention's last pass waits this long for a worker's pass in flight (a store that hangs must not
+# hold the exit: what is left is deleted at the next start).
+LAST_PRUNE_WAIT = 30.0
 
 
 class _Parts(_Plugins, _Reporting):
@@ -107,7 +110,7 @@ class _Parts(_Plugins, _Reporting):
         self.jsonl.set_extra({"attempt": attempt, **self.run.identity.fields()})
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
-        from .build import build_manager, build_watcher, open_destination, watch_dirs
+        from .build import build_manager, build_watcher, open_destination, retention_values, watch_dirs
 
         run, cfg = self.run, self.run.config
         uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
@@ -116,8 +119,11 @@ class _Parts(_Plugins, _Reporting):
                      run.identity.local_rank)
             uploader = None
         if uploader is not None:
+            values = retention_values(cfg.upload, str(run.metrics_path))  # --best-by, from the log
+            if values is not None:
+                self.sinks.append(values)
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,
-                                         identity=run.identity)
+                                         identity=run.identity, values=values)
             stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
@@ -291,6 +297,9 @@ class _Parts(_Plugins, _Reporting):
                 self.manager, timeout, sys.stderr if show else None,
                 prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ",
                 until=shutdown.deadline)
+            if not shutdown.begun:  # the log has ended: every set's value is known (retention's last pass)
+                self.manager.prune(wait=LAST_PRUNE_WAIT)
+                report = self.manager.report()
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()

@@ -18,7 +18,7 @@ from typing import Optional
 
 from ..errors import ConfigError
 from ..identity import NodeIdentity
-from .build import build_manager, open_destination
+from .build import build_manager, open_destination, retention_values
 from .logsetup import RunLogging
 from .progress import log_outcome
 from .rundir import RunDirectory, read_identity
@@ -71,7 +71,9 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
     # The saved config holds the node the run found (Run.start writes it): the same node folder.
     identity = NodeIdentity.from_environ(os.environ, node=config.run.node, process_rank=config.run.process_rank,
                                          local_rank=config.run.local_rank)
-    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity)
+    metrics = config.sinks.jsonl or str(run_dir / "metrics.jsonl")  # the --best-by values of the run's log
+    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity,
+                            values=retention_values(config.upload, metrics))
     try:
         manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout

@@ -42,13 +42,16 @@ class UploadTotals:
     verified: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    """The sets retention deleted from the store (their names), in the order they were."""
 
     @classmethod
     def from_report(cls, destination: str, report) -> "UploadTotals":
         """From an upload manager's `DrainReport`; the destination as a message may show it."""
         return cls(destination=mask_url(destination), sets_verified=len(report.sets.verified),
                    sets_pending=len(report.sets.pending), sets_failed=len(report.sets.failed),
-                   verified=tuple(report.verified), pending=tuple(report.pending), failed=tuple(report.failed))
+                   verified=tuple(report.verified), pending=tuple(report.pending), failed=tuple(report.failed),
+                   deleted=tuple(getattr(report, "deleted", ())))
 
     @property
     def complete(self) -> bool:

@@ -42,7 +42,9 @@ class Uploader(Protocol):
 
     Optional: `stored(local_path, key) -> Optional[UploadedObject]`, the object when the store
     already holds exactly these bytes (S3, Kodo). The manager asks it for a key a killed attempt
-    left `uploading`, so an upload the store completed just before the kill is not sent again."""
+    left `uploading`, so an upload the store completed just before the kill is not sent again.
+    Optional: `delete_object(key)`, for retention (uploaders/retention.py): a key already gone
+    is no error; UploadError when the store refuses."""
 
     url: str
 

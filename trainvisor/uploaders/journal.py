@@ -28,6 +28,7 @@ from ..checkpoints import checkpoint_from_dict, checkpoint_to_dict
 from ..errors import TrainvisorError
 from ..events import Checkpoint
 from ..secrets import mask_url
+from .deletions import DELETIONS_TABLE, DeletionsJournal
 
 __all__ = ["Journal", "JournalEntry", "JournalError", "JournalStates", "JournalOwner", "QUEUED", "UPLOADING",
            "VERIFIED", "FAILED", "SCHEMA_VERSION", "JOURNAL_FILE"]
@@ -35,8 +36,9 @@ __all__ = ["Journal", "JournalEntry", "JournalError", "JournalStates", "JournalO
 QUEUED, UPLOADING, VERIFIED, FAILED = "queued", "uploading", "verified", "failed"
 # UPLOADING also means "the store may hold it already": before sending, the store is asked.
 
-SCHEMA_VERSION = 1
-"""PRAGMA user_version of the journals this trainvisor writes (0: an older one, adopted)."""
+SCHEMA_VERSION = 2
+"""PRAGMA user_version of the journals this trainvisor writes (older ones are adopted: 1 lacks the
+deletions table, made when missing)."""
 JOURNAL_FILE = "uploads.sqlite"
 
 _SCHEMA = """
@@ -60,8 +62,8 @@ CREATE TABLE IF NOT EXISTS sets (
 CREATE TABLE IF NOT EXISTS owner (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
-)
-"""
+);
+""" + DELETIONS_TABLE
 _REBUILD = "run `trainvisor resume RUN_DIR --rebuild-journal` to set it aside and rebuild it"
 
 
@@ -116,8 +118,9 @@ class JournalStates:
     failed: tuple[str, ...]
 
 
-class Journal:
-    """Thread-safe (one connection behind a lock); every change is committed before it returns."""
+class Journal(DeletionsJournal):
+    """Thread-safe (one connection behind a lock); every change is committed before it returns.
+    Retention's deletions: deletions.py."""
 
     def __init__(self, run_dir: str, *, owner: Optional[JournalOwner] = None) -> None:
         path = Path(run_dir) / JOURNAL_FILE
@@ -244,11 +247,13 @@ class Journal:
         return None
 
     def add_set(self, set_key: str, checkpoint: Checkpoint) -> None:
-        """Remember a submitted set until `set_done`; a later submit of the same set replaces it."""
+        """Remember a submitted set until `set_done`; a later submit of the same set replaces it
+        (and a deletion of its earlier version: these objects are the store's again)."""
         record = json.dumps(checkpoint_to_dict(checkpoint))
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO sets (set_key, checkpoint, state, updated)"
                              " VALUES (?, ?, ?, ?)", (set_key, record, QUEUED, time.time()))
+            self._db.execute("DELETE FROM deletions WHERE set_key=?", (set_key,))
 
     def set_done(self, set_key: str, state: str = VERIFIED) -> None:
         with self._lock:

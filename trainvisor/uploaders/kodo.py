@@ -266,6 +266,14 @@ class KodoUploader:
     def _manager(self) -> "qiniu.BucketManager":
         return qiniu.BucketManager(self._auth, regions=self._regions, preferred_scheme=self._hosts.scheme)
 
+    def delete_object(self, key: str) -> None:
+        """Delete `key` (retention) through the rs host; one already gone (612) is what was wanted."""
+        if self._hosts.up_host and not self._hosts.rs_host:
+            raise UploadError(f"deleting from {self.url} needs its rs host (QINIU_RS_HOST)", retryable=False)
+        _, info = self._manager().delete(self.bucket, key)
+        if getattr(info, "status_code", None) not in (200, 612):
+            raise self._error(f"delete of {key}", info)
+
     def list_objects(self, prefix: str) -> Iterator[StoredObject]:
         if self._hosts.up_host and not self._hosts.rsf_host:
             raise ReadError(f"listing {self.url} needs its rsf host (QINIU_RSF_HOST)",

@@ -102,6 +102,17 @@ class LocalUploader:
                 tmp.unlink()
         return UploadedObject(key=key, size=size, checksum=f"sha256:{stored}")
 
+    def delete_object(self, key: str) -> None:
+        """Remove the object under `key` (retention); one already gone is what was wanted."""
+        target = self._target(key)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise UploadError(f"cannot delete {key} from {self.url}: {exc.strerror}", retryable=True) from exc
+        _fsync_dir(target.parent)
+
     # -- reading (StoreReader) --------------------------------------------------------------
 
     def list_objects(self, prefix: str) -> Iterator[StoredObject]:

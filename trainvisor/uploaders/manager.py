@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from concurrent.futures import Executor, Future, wait
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..defaults import UPLOAD_CONCURRENCY
 from ..checkpoints import Manifest, ManifestEntry
@@ -23,8 +23,13 @@ from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
 from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, UploadProgress
 from .pool import DaemonThreadPool
+from .pruning import make_pruner
 from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
 from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
+
+if TYPE_CHECKING:
+    from .retention import RetentionPolicy
+    from .values import BestByValues
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
 
@@ -37,6 +42,8 @@ class UploadManager:
     With `manifests=False` (`trainvisor upload`), each set is just its files. `executor` runs one
     set per task (default: a DaemonThreadPool of `concurrency` workers, shut down by `close`;
     an executor passed in stays the caller's). Use it as a context manager: leaving it closes.
+    `retention` (with `values`, the --best-by metric's): after each verified set, the sets it no
+    longer keeps are deleted from the store (pruning.py); --delete-after-upload then follows it.
     """
 
     def __init__(
@@ -55,6 +62,8 @@ class UploadManager:
         rng: Optional[random.Random] = None,
         executor: Optional[Executor] = None,
         clock: Callable[[], float] = time.monotonic,
+        retention: Optional["RetentionPolicy"] = None,
+        values: Optional["BestByValues"] = None,
     ) -> None:
         self._up = uploader
         url = str(getattr(uploader, "url", "") or type(uploader).__name__)
@@ -79,6 +88,9 @@ class UploadManager:
         self._own_pool = executor is None
         self._pool: Executor = executor or DaemonThreadPool(max(1, concurrency),
                                                              thread_name_prefix="trainvisor-upload")
+        self._pruner = make_pruner(retention if manifests else None, self._journal, uploader, run_dir=run_dir,
+                                   run_id=run_id, key_for=self.key_for, lock_of=self._set_lock, values=values,
+                                   delete_local=delete_after_upload)
 
     def __enter__(self) -> "UploadManager":
         return self
@@ -193,18 +205,34 @@ class UploadManager:
         """One set at a time per set key: a set submitted again while it uploads (resumed, then
         rewritten by the training) waits, then finds its unchanged files already verified."""
         set_key = self._set_key(cp)
-        with self._lock:
-            set_lock = self._set_locks.setdefault(set_key, threading.Lock())
         try:
-            with set_lock:
+            with self._set_lock(set_key):
                 state = self._upload_set_locked(cp, set_key)
             if state in self._sets_ended:
                 with self._lock:
                     self._sets_ended[state] += 1
+            if state == VERIFIED:
+                self.prune()  # outside the set's lock: the policy may drop this very set
             return SetOutcome(set_key, state)
         except Exception:  # a bug or a vanished run directory: logged, the set stays for a resume
             log.exception("upload of checkpoint %s stopped", cp.name)
             return SetOutcome(set_key, QUEUED)
+
+    def _set_lock(self, set_key: str) -> threading.Lock:
+        with self._lock:
+            return self._set_locks.setdefault(set_key, threading.Lock())
+
+    def prune(self, *, wait: float = 0.0) -> tuple[str, ...]:
+        """Retention's pass (pruning.py): the names of the sets deleted from the store; a failure
+        is logged, never raised (the sets stay, the next pass tries again). `wait`: seconds for a
+        pass running on a worker, then one more (the last pass of a run, once the log has ended)."""
+        if self._pruner is None:
+            return ()
+        try:
+            return self._pruner.prune(wait=wait)
+        except Exception:
+            log.exception("retention of checkpoint sets stopped; the sets are kept")
+            return ()
 
     def _upload_set_locked(self, cp: Checkpoint, set_key: str) -> str:
         entries = []
@@ -222,7 +250,7 @@ class UploadManager:
             if state != VERIFIED:
                 return state
         self._journal.set_done(set_key)
-        if self._delete and self._manifests:
+        if self._delete and self._manifests and self._pruner is None:  # with retention: pruning.py
             for f in cp.files:
                 os.unlink(f.path)
         return VERIFIED
@@ -332,7 +360,7 @@ class UploadManager:
             keys, set_keys = set(self._keys), set(self._set_keys)
         states = self._journal.states(keys)
         return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified,
-                           sets=self._journal.set_states(set_keys))
+                           sets=self._journal.set_states(set_keys), deleted=self._journal.deleted_sets())
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in

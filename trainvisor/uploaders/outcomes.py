@@ -37,6 +37,8 @@ class DrainReport:
     verified: tuple[str, ...] = field(default=())
     sets: JournalStates = field(default=JournalStates((), (), ()))
     """The same for whole checkpoint sets (by set key), which is what a person counts."""
+    deleted: tuple[str, ...] = field(default=())
+    """The names of the sets retention deleted from the store (in this run directory, ever)."""
 
 
 @dataclass(frozen=True)

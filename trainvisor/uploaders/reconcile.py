@@ -84,8 +84,10 @@ def plan_resume(journal: Journal, recorded: Iterable[Checkpoint], set_key: Calla
 
 def verified_sets(journal: Journal, recorded: Iterable[Checkpoint],
                   set_key: Callable[[Checkpoint], str]) -> dict[str, Checkpoint]:
-    """The recorded sets the journal holds verified, by set key (the last record of each)."""
-    return {set_key(cp): cp for cp in recorded if journal.set_state(set_key(cp)) == VERIFIED}
+    """The recorded sets the journal holds verified, by set key (the last record of each); not
+    those retention deleted from the store (or is deleting): they are not to be uploaded again."""
+    return {set_key(cp): cp for cp in recorded
+            if journal.set_state(set_key(cp)) == VERIFIED and not journal.is_deleted(set_key(cp))}
 
 
 class StoreCheck:

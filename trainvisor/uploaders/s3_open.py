@@ -1,4 +1,5 @@
-"""An S3 bucket's open multipart uploads, so none is left behind (a mixin of S3Uploader).
+"""An S3 bucket's housekeeping (a mixin of S3Uploader): open multipart uploads, so none is left
+behind, and deleting an object (retention, `delete_object`).
 
 An upload a killed trainvisor created but never recorded (killed between CreateMultipartUpload
 and writing its record), or one created twice (the reply lost, the call retried), would keep its
@@ -19,7 +20,14 @@ def _code(exc: ClientError) -> str:
 
 
 class OpenUploads:
-    """The open-upload housekeeping of S3Uploader (apart so the adapter stays under 400 lines)."""
+    """The housekeeping of S3Uploader (apart so the adapter stays under 400 lines)."""
+
+    def delete_object(self, key: str) -> None:
+        """Delete `key` (retention); S3 answers a key already gone as deleted too."""
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(f"deleting {key}", exc) from exc
 
     def _open_uploads(self, prefix: str) -> list[tuple[str, str]]:
         """(key, UploadId) of the multipart uploads open in the store under `prefix`."""

@@ -1,0 +1,239 @@
+"""Remote retention against real stores (issue 24): `trainvisor run` of a fake Caffe writing 12
+snapshot sets (a test every 10 iterations, as often as the snapshots) with `--keep-last 2
+--keep-best 1 --best-by 'accuracy max'`, uploading to the moto S3 server, the Kodo-protocol
+test server and file://. What the store must keep is worked out from the run's own records
+(metrics.jsonl: the test accuracies; checkpoints.jsonl: the sets), not written down here.
+A log whose accuracy collapses at iteration 65 has its best set in the middle (3 sets kept);
+a rising one has it last (2 kept). Objects under the prefix that trainvisor did not write stay.
+And a SIGKILL while a deletion is under way: the restarted run finishes it, deleting nothing else."""
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from fixtures.caffe_log import generate_caffe_log
+from tests.conftest import FAKE_CAFFE, s3_env
+from tests.faultproxy import FaultProxy, HoldReply
+from tests.killed_runs import recorded
+from tests.test_process_tree import wait_for
+
+TRAINVISOR = [sys.executable, "-m", "trainvisor"]
+RETENTION = ["--keep-last", "2", "--keep-best", "1", "--best-by", "accuracy max"]
+FOREIGN = {"b/r1/notes.txt": b"not trainvisor's", "b/keep-me.bin": b"beside the run"}
+
+
+def _log(path: Path, *, collapse: bool) -> Path:
+    path.write_text("".join(generate_caffe_log(max_iter=120, display=10, test_interval=10, snapshot=10,
+                                               diverge_at=65 if collapse else None)))
+    return path
+
+
+def _argv(work: Path, url: str, log: Path, *training: str, options: tuple[str, ...] = ()) -> list[str]:
+    return TRAINVISOR + ["run", "--run-dir", str(work / "run"), "--run-id", "r1", "--watch", str(work / "snap"),
+                         "--upload-to", url, "--drain-timeout", "60", *RETENTION, *options, "--",
+                         sys.executable, str(FAKE_CAFFE), "train", str(log), "--snapshot-dir", str(work / "snap"),
+                         *training]
+
+
+def _workdir(tmp_path: Path) -> Path:
+    """The training's folder, its snapshot folder made beforehand: the watcher sees the first
+    snapshot even when it is written before a new subfolder's watch would be in place."""
+    work = tmp_path / "w"
+    (work / "snap" / "examples" / "mnist").mkdir(parents=True)
+    return work
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _kept_by_the_policy(work: Path) -> set[str]:
+    """The 2 newest sets and the one whose test accuracy (the record at or before its iteration)
+    is best, a tie going to the newer, from what the run recorded."""
+    tests = {r["iteration"]: r["value"] for r in _records(work / "run" / "metrics.jsonl")
+             if r.get("phase") == "test" and r.get("name") == "accuracy"}
+    sets = {r["iteration"]: r["name"] for r in _records(work / "run" / "checkpoints.jsonl")}
+    assert len(sets) == 12 and len(tests) == 13
+
+    def value(it: int) -> float:
+        return tests[max(k for k in tests if k <= it)]
+
+    best = max(sets, key=lambda it: (value(it), it))
+    return {sets[it] for it in sorted(sets)[-2:]} | {sets[best]}
+
+
+def _expected_objects(work: Path, names: set[str]) -> dict[str, bytes]:
+    out = dict(FOREIGN)
+    for name in names:
+        for ext in ("caffemodel", "solverstate"):
+            out[f"b/r1/examples/mnist/{name}.{ext}"] = (work / "snap" / "examples" / "mnist" / f"{name}.{ext}").read_bytes()
+    return out
+
+
+class _Folder:
+    def __init__(self, root: Path) -> None:
+        self.root, self.url, self.env = root, f"file://{root}/b", None
+
+    def put(self, key: str, data: bytes) -> None:
+        (self.root / key).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / key).write_bytes(data)
+
+    def objects(self) -> dict[str, bytes]:
+        return {p.relative_to(self.root).as_posix(): p.read_bytes() for p in self.root.rglob("*") if p.is_file()}
+
+
+class _S3:
+    def __init__(self, endpoint: str, bucket: str, tmp_path: Path) -> None:
+        self.client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test",
+                                   aws_secret_access_key="test", region_name="us-east-1")
+        self.client.create_bucket(Bucket=bucket)
+        self.bucket, self.url, self.env = bucket, f"s3://{bucket}/b", s3_env(endpoint, tmp_path)
+
+    def put(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
+
+    def objects(self) -> dict[str, bytes]:
+        listed = self.client.list_objects_v2(Bucket=self.bucket).get("Contents", [])
+        return {o["Key"]: self.client.get_object(Bucket=self.bucket, Key=o["Key"])["Body"].read() for o in listed}
+
+
+class _Kodo:
+    def __init__(self, server, tmp_path: Path) -> None:
+        from trainvisor.uploaders import open_uploader
+
+        self.server, self.url, self.env, self._tmp = server, "kodo://ckpt/b", None, tmp_path
+        self._up = open_uploader("kodo://ckpt")
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._tmp / "foreign.bin"
+        path.write_bytes(data)
+        self._up.upload(str(path), key)
+
+    def objects(self) -> dict[str, bytes]:
+        return {k: self.server.read_object("ckpt", k) for k in self.server.keys("ckpt")}
+
+
+@pytest.fixture(params=["file", "s3", "kodo"])
+def store(request, tmp_path, moto_module_endpoint):  # one moto server for the module, started first
+    if request.param == "file":
+        return _Folder(tmp_path / "store")
+    if request.param == "s3":
+        return _S3(moto_module_endpoint, f"keep-{request.node.callspec.id.replace('-', '').lower()}", tmp_path)
+    return _Kodo(request.getfixturevalue("kodo"), tmp_path)
+
+
+@pytest.mark.parametrize("collapse", [True, False], ids=["best-in-the-middle", "best-last"])
+def test_twelve_sets_leave_the_newest_two_and_the_best_with_their_manifests(store, tmp_path, collapse):
+    work = _workdir(tmp_path)
+    for key, data in FOREIGN.items():
+        store.put(key, data)
+    done = subprocess.run(_argv(work, store.url, _log(work / "train.log", collapse=collapse), options=("--summary",)),
+                          cwd=work, env=store.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kept = _kept_by_the_policy(work)
+    assert len(kept) == (3 if collapse else 2)
+    objects = store.objects()
+    manifests = {k: json.loads(v) for k, v in objects.items() if k.endswith(".manifest.json")}
+    assert sorted(m["name"] for m in manifests.values()) == sorted(kept)
+    assert {k: v for k, v in objects.items() if not k.endswith(".manifest.json")} == _expected_objects(work, kept)
+    summary = json.loads((work / "run" / "summary.json").read_text())
+    assert summary["uploads"]["sets_verified"] == 12
+    deleted = summary["uploads"]["deleted"]
+    assert len(deleted) == 12 - len(kept) and not kept & set(deleted)
+    assert f"  deleted from store {len(deleted)} set(s): {', '.join(deleted)}\n" in done.stderr
+
+
+def _deletions(work: Path) -> dict[str, str]:
+    db = sqlite3.connect(work / "run" / "uploads.sqlite")
+    try:
+        return dict(db.execute("SELECT name, state FROM deletions").fetchall())
+    finally:
+        db.close()
+
+
+def _tests_recorded(work: Path) -> int:
+    try:
+        text = (work / "run" / "metrics.jsonl").read_text()
+    except FileNotFoundError:
+        return 0
+    return sum('"phase": "test"' in line and '"name": "accuracy"' in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("restart", ["run", "resume"])
+def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_is_deleted(
+        moto_module_endpoint, tmp_path, restart):
+    """The first DELETE of a set's objects reaches the store (its manifest goes) but its reply is
+    held: trainvisor is killed with the deletion journaled `deleting`. The restart on the same run
+    directory (the training again, or `trainvisor resume`) deletes the rest of that set, and the
+    store ends as a whole run would have left it."""
+    s3 = _S3(moto_module_endpoint, f"keep-killed-{restart}", tmp_path)
+    for key, data in FOREIGN.items():
+        s3.put(key, data)
+    work = _workdir(tmp_path)
+    log = _log(work / "train.log", collapse=True)
+    with FaultProxy(moto_module_endpoint) as proxy:
+        env = s3_env(proxy.url, tmp_path)
+        proxy.inject("DELETE", rf"^/{s3.bucket}/b/r1/", HoldReply(600))
+        first = subprocess.Popen(_argv(work, s3.url, log, "--sleep-at-end", "60"), cwd=work, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: first.poll() is not None or (proxy.holding >= 1 and len(recorded(work)) == 12
+                                                          and _tests_recorded(work) == 13),
+                     60, "a deletion held, every set and test recorded")
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(30)
+        assert first.returncode == -signal.SIGKILL
+        (cut,) = [name for name, state in _deletions(work).items() if state == "deleting"]
+        assert f"b/r1/{cut}.manifest.json" not in s3.objects()  # the held request was carried out
+        assert f"b/r1/examples/mnist/{cut}.caffemodel" in s3.objects()  # the rest of the set was not
+        proxy.clear_faults()
+        argv = (_argv(work, s3.url, log, "--no-snapshots") if restart == "run" else
+                TRAINVISOR + ["resume", str(work / "run")])
+        again = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    kept = _kept_by_the_policy(work)
+    assert cut not in kept and len(kept) == 3
+    objects = s3.objects()
+    assert sorted(json.loads(v)["name"] for k, v in objects.items() if k.endswith(".manifest.json")) == sorted(kept)
+    assert {k: v for k, v in objects.items() if not k.endswith(".manifest.json")} == _expected_objects(work, kept)
+    assert _deletions(work) == {name: "deleted" for name in _deletions(work)} and cut in _deletions(work)
+    assert len(_deletions(work)) == 12 - len(kept)
+
+
+def test_with_delete_after_upload_only_the_newest_verified_set_stays_on_disk(tmp_path):
+    store = _Folder(tmp_path / "store")
+    work = _workdir(tmp_path)
+    done = subprocess.run(_argv(work, store.url, _log(work / "train.log", collapse=True),
+                                options=("--delete-after-upload",)),
+                          cwd=work, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sets = {r["iteration"]: r["name"] for r in _records(work / "run" / "checkpoints.jsonl")}
+    newest = sets[max(sets)]
+    assert sorted(p.name for p in (work / "snap" / "examples" / "mnist").iterdir()) == [
+        f"{newest}.caffemodel", f"{newest}.solverstate"]
+    kept = _kept_by_the_policy(work)
+    assert sorted(json.loads(v)["name"] for k, v in store.objects().items() if k.endswith(".manifest.json")) == \
+        sorted(kept)
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--keep-best", "1"], "upload.keep_best (--keep-best) needs upload.best_by (--best-by 'METRIC max|min')"),
+    (["--keep-best", "1", "--best-by", "accuracy"],
+     "--best-by: upload.best_by: must be 'METRIC max' or 'METRIC min' (e.g. 'val/accuracy max') (got 'accuracy')"),
+    (["--keep-last", "0"], "--keep-last: upload.keep_last: must be at least 1 (got 0)"),
+])
+def test_a_retention_option_that_cannot_work_is_one_line_before_the_training_starts(tmp_path, flags, said):
+    marker = tmp_path / "started"
+    done = subprocess.run(TRAINVISOR + ["run", "--run-dir", str(tmp_path / "run"), "--upload-to",
+                                        f"file://{tmp_path}/store", *flags, "--", "touch", str(marker)],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (2, f"trainvisor: {said}\n")
+    assert not marker.exists()
