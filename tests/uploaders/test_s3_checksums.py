@@ -1,0 +1,142 @@
+"""S3 uploads verified by the checksum the store returns, through the fault proxy in front of a
+real moto server: ETags that are no MD5 (an SSE-KMS bucket's), a store that returns no checksum
+(MD5 ETags, as before), one that returns neither (refused once, not retried for ever), a byte
+flipped on the way (detected, sent again), and credentials scoped to the prefix (the preflight's
+probe and every request stay under it). Expected checksums are computed here from the file's
+bytes with zlib and hashlib, apart from the code under test."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import re
+import subprocess
+import zlib
+
+import boto3
+import pytest
+
+from tests.conftest import s3_env
+from tests.faultproxy import FaultProxy
+from tests.uploaders.test_s3_faults import _file, _manager, _submit
+from trainvisor.uploaders.base import UploadError
+from trainvisor.uploaders.s3 import S3Uploader
+
+MB = 1 << 20
+PART = 8 * MB
+TRAINVISOR = [__import__("sys").executable, "-m", "trainvisor"]
+
+
+@pytest.fixture
+def proxied(moto):
+    boto3.client("s3", endpoint_url=moto).create_bucket(Bucket="ckpt")
+    with FaultProxy(moto) as proxy:
+        yield proxy, boto3.client("s3", endpoint_url=moto)
+
+
+def _b64(crc: int) -> str:
+    return base64.b64encode(crc.to_bytes(4, "big")).decode()
+
+
+def _composite(path: str) -> str:
+    """S3's COMPOSITE CRC32 of the file sent in 8 MiB parts: the CRC32 of the parts' CRC32s, -N."""
+    data = open(path, "rb").read()
+    crcs = [zlib.crc32(data[i:i + PART]).to_bytes(4, "big") for i in range(0, len(data), PART)]
+    return f"{_b64(zlib.crc32(b''.join(crcs)))}-{len(crcs)}"
+
+
+def _up(proxy, url: str = "s3://ckpt/p", **kw) -> S3Uploader:
+    return S3Uploader("ckpt", url=url, endpoint_url=proxy.url, **kw)
+
+
+def test_etags_that_are_no_md5_are_passed_over_for_the_crc32_the_store_returns(proxied, tmp_path):
+    proxy, s3 = proxied
+    proxy.rewrite_etags()
+    big, small = _file(tmp_path, 20 * MB), tmp_path / "small.bin"
+    small.write_bytes(os.urandom(MB))
+    up = _up(proxy)
+    assert up.upload(big, "p/big").checksum == f"crc32:{_composite(big)}"
+    assert up.upload(str(small), "p/small").checksum == f"crc32:{_b64(zlib.crc32(small.read_bytes()))}"
+    assert proxy.count("POST", r"uploadId=", status=200) == 1 and proxy.count("PUT", "partNumber=") == 3
+    assert s3.get_object(Bucket="ckpt", Key="p/big")["Body"].read() == open(big, "rb").read()
+    head = s3.head_object(Bucket="ckpt", Key="p/big")  # straight from moto: the ETag is an MD5
+    assert not head["ETag"].startswith('"kms')
+
+
+def test_a_resumed_upload_never_keeps_a_part_it_cannot_verify(proxied, tmp_path):
+    """moto's ListParts gives no part checksums (S3's does) and the ETags here are no MD5: the
+    parts the store holds cannot be checked, so they are sent again, not trusted."""
+    proxy, s3 = proxied
+    proxy.rewrite_etags()
+    src = _file(tmp_path, 30 * MB)  # parts 1..4
+    up = _up(proxy, state_dir=str(tmp_path / "run"))
+    proxy.inject("PUT", r"/ckpt/k$", 503, times=10, query_regex=r"(^|&)partNumber=3(&|$)")
+    with pytest.raises(UploadError):
+        up.upload(src, "k")
+    proxy.clear_faults()
+    first, mark = proxy.accepted_parts(), len(proxy.requests)
+    assert up.upload(src, "k").checksum == f"crc32:{_composite(src)}"
+    assert first and sorted(proxy.accepted_parts(mark)) == [1, 2, 3, 4]
+    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
+
+
+def test_without_checksums_the_md5_etag_still_verifies(proxied, tmp_path, monkeypatch):
+    proxy, s3 = proxied
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")  # no CRC asked, none returned
+    src = _file(tmp_path, 20 * MB)
+    data = open(src, "rb").read()
+    md5s = b"".join(hashlib.md5(data[i:i + PART]).digest() for i in range(0, len(data), PART))
+    assert _up(proxy).upload(src, "p/big").checksum == f"etag:{hashlib.md5(md5s).hexdigest()}-3"
+
+
+@pytest.mark.parametrize("size, said", [
+    (20 * MB, r"p/x: part \d was stored with ETag kms\w+ and no checksum: nothing to verify it with$"),
+    (MB, r"p/x: the store returned no checksum and an ETag that is no MD5 \(kms\w+\): the upload cannot be verified")])
+def test_a_store_returning_neither_checksum_nor_md5_is_refused_once(proxied, tmp_path, monkeypatch, size, said):
+    proxy, _ = proxied
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+    proxy.rewrite_etags()
+    with pytest.raises(UploadError) as err:
+        _up(proxy).upload(_file(tmp_path, size), "p/x")
+    assert not err.value.retryable and re.match(said, str(err.value)) and "\n" not in str(err.value)
+
+
+def test_a_byte_flipped_on_the_way_is_detected_and_the_object_sent_again(proxied, tmp_path, caplog):
+    """moto stores a part without checking the CRC32 sent with it (S3 refuses it: BadDigest),
+    but computes the object's composite CRC32 from the bytes it holds: the HEAD shows the damage."""
+    proxy, s3 = proxied
+    src = _file(tmp_path, 30 * MB)
+    proxy.inject("PUT", r"/ckpt/p/r1/net_iter_100\.caffemodel$", "flip", query_regex=r"(^|&)partNumber=2(&|$)")
+    m = _manager(proxy, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="trainvisor"):
+        _submit(m, src)
+        report = m.drain(60)
+    m.close()
+    assert report.pending == () and report.failed == ()
+    assert proxy.accepted_parts().count(2) == 2  # the damaged one, then the right one
+    assert "p/r1/net_iter_100.caffemodel: stored CRC32 " in caplog.text and "does not match the file" in caplog.text
+    assert s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.caffemodel")["Body"].read() == open(src, "rb").read()
+
+
+def test_credentials_scoped_to_the_prefix_pass_the_preflight_and_the_upload(proxied, tmp_path):
+    proxy, s3 = proxied
+    proxy.scope("ckpt", "team/")
+    with pytest.raises(UploadError) as err:  # a probe at the bucket's root is refused
+        _up(proxy, url="s3://ckpt").preflight()
+    assert str(err.value) == "cannot write a probe object on s3://ckpt: AccessDenied"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(os.urandom(9 * MB))  # two parts
+    (src / "b.txt").write_text("hello")
+    env = s3_env(proxy.url, tmp_path)
+    done = subprocess.run(TRAINVISOR + ["upload", str(src), "--to", "s3://ckpt/team"], capture_output=True,
+                          text=True, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    refused = [r for r in proxy.requests if r[3] == 403]
+    assert refused == [("PUT", "/ckpt/.trainvisor-probe-" + refused[0][1].rpartition("-")[2], "", 403)]
+    probes = [(m, s) for m, p, _, s in proxy.requests if p.startswith("/ckpt/team/.trainvisor-probe-")]
+    assert probes == [("PUT", 200), ("DELETE", 204)]
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="team/")["Contents"]]
+    assert sorted(k.rpartition("/")[2] for k in keys) == ["a.bin", "b.txt"]  # the probe deleted
+    assert not [o for o in s3.list_objects_v2(Bucket="ckpt").get("Contents", []) if "probe" in o["Key"]]
