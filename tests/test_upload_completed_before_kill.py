@@ -81,9 +81,9 @@ def test_sigkill_while_the_store_completes_the_upload_then_the_restart_sends_not
     with open(src, "rb") as fh:
         assert stored["Body"].read() == fh.read()
     state, checksum = _journal_state(run_dir, key)
-    # Verified by the CRC32 the store returns (moto leaves the composite's `-N` off: recorded with it)
-    crc = s3.head_object(Bucket="ckpt", Key=key, ChecksumMode="ENABLED")["ChecksumCRC32"]
-    assert (state, checksum) == ("verified", f"crc32:{crc}-3")
+    # Verified by the CRC32C the store returns (moto leaves the composite's `-N` off: recorded with it)
+    crc = s3.head_object(Bucket="ckpt", Key=key, ChecksumMode="ENABLED")["ChecksumCRC32C"]
+    assert (state, checksum) == ("verified", f"crc32c:{crc}-3")
     assert stored["ETag"].strip('"').endswith("-3")
     assert not list((run_dir / "s3-progress").glob("*.json"))  # the record is gone once verified
 

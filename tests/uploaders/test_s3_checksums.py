@@ -2,8 +2,8 @@
 real moto server: ETags that are no MD5 (an SSE-KMS bucket's), a store that returns no checksum
 (MD5 ETags, as before), one that returns neither (refused once, not retried for ever), a byte
 flipped on the way (detected, sent again), and credentials scoped to the prefix (the preflight's
-probe and every request stay under it). Expected checksums are computed here from the file's
-bytes with zlib and hashlib, apart from the code under test."""
+probe and every request stay under it). Uploads ask for CRC32C; expected checksums are computed
+here from the file's bytes with the crc32c module and hashlib, apart from the code under test."""
 from __future__ import annotations
 
 import base64
@@ -16,10 +16,12 @@ import zlib
 
 import boto3
 import pytest
+from crc32c import crc32c
 
 from tests.conftest import s3_env
 from tests.faultproxy import FaultProxy
 from tests.uploaders.test_s3_faults import _file, _manager, _submit
+from trainvisor.checkpoints import Manifest
 from trainvisor.uploaders.base import UploadError
 from trainvisor.uploaders.s3 import S3Uploader
 
@@ -40,24 +42,24 @@ def _b64(crc: int) -> str:
 
 
 def _composite(path: str) -> str:
-    """S3's COMPOSITE CRC32 of the file sent in 8 MiB parts: the CRC32 of the parts' CRC32s, -N."""
+    """S3's COMPOSITE CRC32C of the file sent in 8 MiB parts: the CRC of the parts' CRCs, -N."""
     data = open(path, "rb").read()
-    crcs = [zlib.crc32(data[i:i + PART]).to_bytes(4, "big") for i in range(0, len(data), PART)]
-    return f"{_b64(zlib.crc32(b''.join(crcs)))}-{len(crcs)}"
+    crcs = [crc32c(data[i:i + PART]).to_bytes(4, "big") for i in range(0, len(data), PART)]
+    return f"{_b64(crc32c(b''.join(crcs)))}-{len(crcs)}"
 
 
 def _up(proxy, url: str = "s3://ckpt/p", **kw) -> S3Uploader:
     return S3Uploader("ckpt", url=url, endpoint_url=proxy.url, **kw)
 
 
-def test_etags_that_are_no_md5_are_passed_over_for_the_crc32_the_store_returns(proxied, tmp_path):
+def test_etags_that_are_no_md5_are_passed_over_for_the_crc32c_the_store_returns(proxied, tmp_path):
     proxy, s3 = proxied
     proxy.rewrite_etags()
     big, small = _file(tmp_path, 20 * MB), tmp_path / "small.bin"
     small.write_bytes(os.urandom(MB))
     up = _up(proxy)
-    assert up.upload(big, "p/big").checksum == f"crc32:{_composite(big)}"
-    assert up.upload(str(small), "p/small").checksum == f"crc32:{_b64(zlib.crc32(small.read_bytes()))}"
+    assert up.upload(big, "p/big").checksum == f"crc32c:{_composite(big)}"
+    assert up.upload(str(small), "p/small").checksum == f"crc32c:{_b64(crc32c(small.read_bytes()))}"
     assert proxy.count("POST", r"uploadId=", status=200) == 1 and proxy.count("PUT", "partNumber=") == 3
     assert s3.get_object(Bucket="ckpt", Key="p/big")["Body"].read() == open(big, "rb").read()
     head = s3.head_object(Bucket="ckpt", Key="p/big")  # straight from moto: the ETag is an MD5
@@ -76,7 +78,7 @@ def test_a_resumed_upload_never_keeps_a_part_it_cannot_verify(proxied, tmp_path)
         up.upload(src, "k")
     proxy.clear_faults()
     first, mark = proxy.accepted_parts(), len(proxy.requests)
-    assert up.upload(src, "k").checksum == f"crc32:{_composite(src)}"
+    assert up.upload(src, "k").checksum == f"crc32c:{_composite(src)}"
     assert first and sorted(proxy.accepted_parts(mark)) == [1, 2, 3, 4]
     assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == open(src, "rb").read()
 
@@ -103,8 +105,8 @@ def test_a_store_returning_neither_checksum_nor_md5_is_refused_once(proxied, tmp
 
 
 def test_a_byte_flipped_on_the_way_is_detected_and_the_object_sent_again(proxied, tmp_path, caplog):
-    """moto stores a part without checking the CRC32 sent with it (S3 refuses it: BadDigest),
-    but computes the object's composite CRC32 from the bytes it holds: the HEAD shows the damage."""
+    """moto stores a part without checking the CRC32C sent with it (S3 refuses it: BadDigest),
+    but computes the object's composite CRC32C from the bytes it holds: the HEAD shows the damage."""
     proxy, s3 = proxied
     src = _file(tmp_path, 30 * MB)
     proxy.inject("PUT", r"/ckpt/p/r1/net_iter_100\.caffemodel$", "flip", query_regex=r"(^|&)partNumber=2(&|$)")
@@ -115,8 +117,10 @@ def test_a_byte_flipped_on_the_way_is_detected_and_the_object_sent_again(proxied
     m.close()
     assert report.pending == () and report.failed == ()
     assert proxy.accepted_parts().count(2) == 2  # the damaged one, then the right one
-    assert "p/r1/net_iter_100.caffemodel: stored CRC32 " in caplog.text and "does not match the file" in caplog.text
+    assert "p/r1/net_iter_100.caffemodel: stored CRC32C " in caplog.text and "does not match the file" in caplog.text
     assert s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.caffemodel")["Body"].read() == open(src, "rb").read()
+    manifest = Manifest.from_json(s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.manifest.json")["Body"].read())
+    assert [(f.checksum_kind, f.checksum) for f in manifest.files] == [("crc32c", f"crc32c:{_composite(src)}")]
 
 
 def test_credentials_scoped_to_the_prefix_pass_the_preflight_and_the_upload(proxied, tmp_path):
@@ -140,3 +144,24 @@ def test_credentials_scoped_to_the_prefix_pass_the_preflight_and_the_upload(prox
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="team/")["Contents"]]
     assert sorted(k.rpartition("/")[2] for k in keys) == ["a.bin", "b.txt"]  # the probe deleted
     assert not [o for o in s3.list_objects_v2(Bucket="ckpt").get("Contents", []) if "probe" in o["Key"]]
+
+
+def test_an_object_boto3_stored_with_crc32_is_recognised_and_downloads_verify_it(proxied, tmp_path):
+    """boto3's upload_file (its default CRC32, 8 MiB parts) stored the file: `stored` finds it by
+    that CRC32, and a download checks the received bytes the same way."""
+    from boto3.s3.transfer import TransferConfig
+
+    from trainvisor.uploaders.checksums import checksum_like
+
+    proxy, s3 = proxied
+    src = _file(tmp_path, 20 * MB)
+    s3.upload_file(src, "ckpt", "p/by-boto3", Config=TransferConfig(multipart_chunksize=PART))
+    data = open(src, "rb").read()
+    crcs = b"".join(zlib.crc32(data[i:i + PART]).to_bytes(4, "big") for i in range(0, len(data), PART))
+    want = f"crc32:{_b64(zlib.crc32(crcs))}-3"
+    assert _up(proxy).stored(src, "p/by-boto3").checksum == want
+    assert checksum_like(src, want) == want
+    with open(src, "r+b") as fh:  # one byte differs: the download would refuse it
+        fh.seek(12 * MB)
+        fh.write(bytes([data[12 * MB] ^ 1]))
+    assert checksum_like(src, want) != want and _up(proxy).stored(src, "p/by-boto3") is None

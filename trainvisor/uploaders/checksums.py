@@ -1,7 +1,7 @@
 """A downloaded file checked against the checksum a manifest recorded for its object.
 
-Each store records the checksum it verified an upload with (`sha256:` for file://; `crc32:` (or
-`crc32c:`) for S3 when the store returned a checksum, `etag:` when only its MD5 ETag; `qetag:` for
+Each store records the checksum it verified an upload with (`sha256:` for file://; `crc32c:` (or
+`crc32:`) for S3 when the store returned a checksum, `etag:` when only its MD5 ETag; `qetag:` for
 Kodo); the same function of the local bytes must give it back. The store's
 module computes its own kind, imported only for a checksum of that kind.
 """

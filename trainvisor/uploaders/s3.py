@@ -7,8 +7,8 @@ checksum (else ETag) is that of the local bytes, and sends only the rest: a 5 GB
 costs 1 GB more, not 5. boto3's `upload_file` cannot do this: its multipart upload lives only in
 memory and is aborted on failure.
 
-Each part goes with its CRC32, which the store checks, and its reply is checked against it; the
-finished object (HEAD) against the composite CRC32 built from them and the file's length. A store
+Each part goes with its CRC32C, which the store checks, and its reply is checked against it; the
+finished object (HEAD) against the composite CRC32C built from them and the file's length. A store
 that returns no checksum is verified by MD5 ETags instead (s3_verify.py); s3_multipart.py sends
 the parts. A recorded upload of an older version of the file, or one that failed permanently, is
 aborted so no orphaned parts stay billed in the bucket.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import zlib
 from typing import Callable, Iterator, NamedTuple, Optional
 
 import boto3
@@ -38,8 +37,8 @@ from .destinations import parse_destination
 from .records import ResumeRecords, S3ResumeRecord
 from .s3_multipart import send_parts
 from .s3_open import OpenUploads
-from .s3_verify import (PART, combined_etag, composite_crc32, crc32_text, file_etag, local_crc, local_etag,
-                        matching_checksum, object_checksum, part_size_for)
+from .s3_verify import (PART, UPLOAD_CRC, Crc, combined_etag, composite_crc32, crc32_text, file_etag, local_crc,
+                        local_etag, matching_checksum, object_checksum, part_size_for)
 
 __all__ = ["S3Uploader", "part_size_for", "file_etag"]
 
@@ -47,12 +46,21 @@ _PART = PART
 _PERMANENT = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket", "403", "404"}
 
 
+def _signing(endpoint_url: Optional[str]) -> Optional[dict]:
+    """Over TLS the body is not hashed for the signature, as boto3 does when it sends a checksum
+    (its CRC trailer): the CRC header sent with every body, signed, is what the store checks it
+    with. botocore would otherwise SHA-256 every byte, because a checksum it did not compute
+    itself does not count for it. Over plain HTTP the body stays signed (botocore's rule)."""
+    https = endpoint_url is None or endpoint_url.lower().startswith("https:")
+    return {"payload_signing_enabled": False} if https else None
+
+
 class _Expected(NamedTuple):
     """What the stored object must be, computed only for the kind the store answers with:
-    `crc(composite)` the CRC32 (`-N` when composite), `etag()` the MD5 ETag."""
+    `crc(kind, composite)` the CRC (`-N` when composite), `etag()` the MD5 ETag."""
 
     parts: int
-    crc: Callable[[bool], str]
+    crc: Callable[[Crc, bool], str]
     etag: Callable[[], str]
 
 
@@ -81,12 +89,13 @@ class S3Uploader(OpenUploads):
             aws_session_token=creds.session_token, region_name=creds.region).client(
             "s3", endpoint_url=endpoint_url,
             config=Config(retries={"max_attempts": 3, "mode": "standard"},
-                          max_pool_connections=max(10, concurrency * 2)))
+                          max_pool_connections=max(10, concurrency * 2), s3=_signing(endpoint_url)))
         # As s3transfer does: unless the user turned default checksums off
         # (AWS_REQUEST_CHECKSUM_CALCULATION=when_required, for stores that refuse them), the
-        # upload is created with CRC32 and every part carries one that the store checks.
+        # upload is created with a CRC (CRC32C: the cheapest) and every part carries one that the
+        # store checks.
         self._checksums = self._client.meta.config.request_checksum_calculation == "when_supported"
-        self._checksum = {"ChecksumAlgorithm": "CRC32"} if self._checksums else {}
+        self._checksum = {"ChecksumAlgorithm": UPLOAD_CRC.algorithm} if self._checksums else {}
         self._prefix = parse_destination(url).prefix
         self._records = ResumeRecords(os.path.join(state_dir, "s3-progress") if state_dir else None)
 
@@ -172,13 +181,14 @@ class S3Uploader(OpenUploads):
         return matching_checksum(head, fd, size, part, multipart=size >= self.config.multipart_threshold)
 
     def _put_whole(self, f, key: str, progress: Progress) -> _Expected:
-        """One PUT, its CRC32 computed once and sent: the store checks the bytes against it."""
+        """One PUT, its CRC computed once and sent: the store checks the bytes against it."""
         data = f.read()
-        crc = zlib.crc32(data)
-        sums = {**self._checksum, "ChecksumCRC32": crc32_text(crc)} if self._checksums else {}
+        crc = UPLOAD_CRC.fn(data, 0)
+        sums = {**self._checksum, UPLOAD_CRC.field: crc32_text(crc)} if self._checksums else {}
         self._client.put_object(Bucket=self.bucket, Key=key, Body=data, **sums)
         progress(len(data))
-        return _Expected(0, lambda composite: crc32_text(crc), lambda: hashlib.md5(data).hexdigest())
+        return _Expected(0, lambda kind, composite: crc32_text(crc if kind == UPLOAD_CRC else kind.fn(data, 0)),
+                         lambda: hashlib.md5(data).hexdigest())
 
     def _recorded(self, key: str) -> Optional[S3ResumeRecord]:
         stored = self._records.get(key)
@@ -203,7 +213,7 @@ class S3Uploader(OpenUploads):
                 done = self._matching_object(key, fd, st.st_size, record.part_size)
                 if done is not None:
                     value = done.partition(":")[2]
-                    return _Expected(-(-st.st_size // record.part_size), lambda composite: value, lambda: value)
+                    return _Expected(-(-st.st_size // record.part_size), lambda kind, composite: value, lambda: value)
                 record = None
         if record is None:
             self._abort_open(key)  # created by a killed attempt before its record was written
@@ -218,11 +228,11 @@ class S3Uploader(OpenUploads):
         self._records.forget(key)
         size = st.st_size
 
-        def crc(composite: bool) -> str:  # the parts' CRCs when every part had one, else the file read again
+        def crc(kind: Crc, composite: bool) -> str:  # the parts' CRCs when every part had one, else the file read again
             crcs = [p.crc for p in parts]
-            if composite and None not in crcs:
-                return composite_crc32(crcs)  # type: ignore[arg-type]
-            return local_crc(fd, size, part, composite=composite)
+            if composite and kind == UPLOAD_CRC and None not in crcs:
+                return composite_crc32(crcs, kind.fn)  # type: ignore[arg-type]
+            return local_crc(fd, size, part, composite=composite, kind=kind)
 
         def etag() -> str:  # only for a store that returns no checksum
             md5s = [p.md5 for p in parts]

@@ -1,7 +1,7 @@
 """The parts of one multipart upload, sent by a small pool, each read once and verified.
 
-Each worker reads its part once (`pread`), computes its CRC32 on those bytes (zlib releases the
-GIL, so parts are checksummed in parallel) and sends both: the store checks the bytes against
+Each worker reads its part once (`pread`), computes its CRC32C on those bytes (UPLOAD_CRC, see
+s3_verify.py; the GIL is released, so parts are checksummed in parallel) and sends both: the store checks the bytes against
 the CRC it is given and refuses a damaged part, and botocore computes nothing more. A part the
 store already holds (listed by ListParts after an interrupted attempt) is kept when its size
 and checksum (else its MD5 ETag) are those of the local bytes; the rest are sent. The MD5 of a
@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import os
 import threading
-import zlib
 from concurrent.futures import FIRST_EXCEPTION, wait
 from typing import NamedTuple, Optional
 
 from .base import Progress, UploadError
 from .pool import DaemonThreadPool
-from .s3_verify import crc32_text, part_verdict
+from .s3_verify import UPLOAD_CRC, crc32_text, part_verdict, stored_crc
 
 __all__ = ["SentPart", "send_parts"]
 
 
 class SentPart(NamedTuple):
-    """One part the store holds: what CompleteMultipartUpload is given, its CRC32 (None with
-    checksums off) and its md5 (None unless the ETag was what verified it)."""
+    """One part the store holds: what CompleteMultipartUpload is given, its UPLOAD_CRC (None with
+    checksums off and none stored) and its md5 (None unless the ETag was what verified it)."""
 
     entry: dict
     crc: Optional[int]
@@ -50,10 +49,10 @@ def _one(up: _Upload, number: int, held: Optional[dict], stop: threading.Event, 
     data = os.pread(up.fd, length, offset)
     if len(data) != length:
         raise UploadError(f"{up.key}: the file shrank during its upload", retryable=True)
-    crc = zlib.crc32(data) if up.checksums else None
+    crc = UPLOAD_CRC.fn(data, 0) if up.checksums else None
     reply = held
     if reply is None or reply.get("Size") != length or part_verdict(reply, crc, data).why is not None:
-        sums = {"ChecksumAlgorithm": "CRC32", "ChecksumCRC32": crc32_text(crc)} if crc is not None else {}
+        sums = {"ChecksumAlgorithm": UPLOAD_CRC.algorithm, UPLOAD_CRC.field: crc32_text(crc)} if crc is not None else {}
         reply = up.client.upload_part(Bucket=up.bucket, Key=up.key, UploadId=up.upload_id,  # type: ignore[attr-defined]
                                       PartNumber=number, Body=data, **sums)
     verdict = part_verdict(reply, crc, data)
@@ -61,10 +60,11 @@ def _one(up: _Upload, number: int, held: Optional[dict], stop: threading.Event, 
         raise UploadError(f"{up.key}: part {number} {verdict.why}", retryable=verdict.retryable)
     progress(length)
     entry = {"PartNumber": number, "ETag": reply["ETag"]}
-    if reply.get("ChecksumCRC32"):  # S3 wants the parts' checksums back at completion
-        entry["ChecksumCRC32"] = reply["ChecksumCRC32"]
-        if crc is None:  # checksums off here, but the store keeps one: the object's will be checked
-            crc = zlib.crc32(data)
+    stored = stored_crc(reply)
+    if stored is not None:  # S3 wants the parts' checksums back at completion
+        entry[stored[0].field] = stored[1]
+    if stored is None or stored[0] != UPLOAD_CRC:
+        crc = None  # not what the object's CRC will be made of: computed from the file if asked
     return SentPart(entry, crc, verdict.md5)
 
 
