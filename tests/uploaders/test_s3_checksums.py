@@ -165,3 +165,26 @@ def test_an_object_boto3_stored_with_crc32_is_recognised_and_downloads_verify_it
         fh.seek(12 * MB)
         fh.write(bytes([data[12 * MB] ^ 1]))
     assert checksum_like(src, want) != want and _up(proxy).stored(src, "p/by-boto3") is None
+
+
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_over_tls_the_body_is_not_hashed_for_the_signature_the_crc_header_is(moto, tmp_path, scheme):
+    """As boto3 does with its CRC trailer: over TLS the signed checksum header vouches for the
+    body (no SHA-256 of every byte); over plain HTTP the body stays signed. Seen on the signed
+    request itself, sent to a port where nothing listens."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    up = S3Uploader("ckpt", url="s3://ckpt", endpoint_url=f"{scheme}://127.0.0.1:{port}")
+    up._client.meta.config.retries = {"max_attempts": 1, "mode": "standard"}
+    sent = []
+    up._client.meta.events.register("before-send.s3.PutObject", lambda request, **kw: sent.append(request.headers))
+    src = tmp_path / "small.bin"
+    src.write_bytes(b"x" * 1000)
+    with pytest.raises(UploadError):
+        up.upload(str(src), "k")
+    signed = sent[0]["X-Amz-Content-SHA256"]
+    assert sent[0]["x-amz-checksum-crc32c"] == _b64(crc32c(b"x" * 1000)).encode()
+    assert signed == (b"UNSIGNED-PAYLOAD" if scheme == "https" else hashlib.sha256(b"x" * 1000).hexdigest().encode())
