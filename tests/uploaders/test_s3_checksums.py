@@ -188,3 +188,25 @@ def test_over_tls_the_body_is_not_hashed_for_the_signature_the_crc_header_is(mot
     signed = sent[0]["X-Amz-Content-SHA256"]
     assert sent[0]["x-amz-checksum-crc32c"] == _b64(crc32c(b"x" * 1000)).encode()
     assert signed == (b"UNSIGNED-PAYLOAD" if scheme == "https" else hashlib.sha256(b"x" * 1000).hexdigest().encode())
+
+
+def test_an_upload_an_older_trainvisor_began_with_crc32_is_started_over_not_mixed(proxied, tmp_path):
+    """Its record (no checksum named: uploads asked for CRC32 then) and two CRC32 parts in the
+    store: S3 would refuse CRC32C parts in it, so it is aborted and a new upload sent."""
+    from trainvisor.uploaders.records import ResumeRecords, S3ResumeRecord
+
+    proxy, s3 = proxied
+    src = _file(tmp_path, 30 * MB)
+    data, st = open(src, "rb").read(), os.stat(src)
+    old = s3.create_multipart_upload(Bucket="ckpt", Key="k", ChecksumAlgorithm="CRC32")["UploadId"]
+    for n in (1, 2):
+        s3.upload_part(Bucket="ckpt", Key="k", UploadId=old, PartNumber=n, Body=data[(n - 1) * PART:n * PART],
+                       ChecksumAlgorithm="CRC32")
+    record = S3ResumeRecord(old, "ckpt", st.st_size, st.st_mtime_ns, PART)
+    ResumeRecords(str(tmp_path / "run" / "s3-progress")).put("k", record.to_json_dict())
+    obj = _up(proxy, state_dir=str(tmp_path / "run")).upload(src, "k")
+    assert obj.checksum == f"crc32c:{_composite(src)}"
+    assert proxy.count("DELETE", rf"uploadId={old}", status=204) == 1  # the old upload, aborted
+    assert proxy.count("POST", r"(^|&)uploads(=|&|$)", status=200) == 1
+    assert sorted(proxy.accepted_parts()) == [1, 2, 3, 4]
+    assert s3.get_object(Bucket="ckpt", Key="k")["Body"].read() == data

@@ -3,9 +3,9 @@
 A large file goes up as a multipart upload whose UploadId is recorded in the run directory before
 the first part is sent. When an attempt fails (an outage, a dropped connection, trainvisor killed),
 the next attempt asks the store which parts it already holds (ListParts), keeps those whose
-checksum (else ETag) is that of the local bytes, and sends only the rest: a 5 GB checkpoint interrupted at 4 GB
-costs 1 GB more, not 5. boto3's `upload_file` cannot do this: its multipart upload lives only in
-memory and is aborted on failure.
+checksum (else ETag) is that of the local bytes, and sends only the rest: a 5 GB checkpoint
+interrupted at 4 GB costs 1 GB more, not 5. boto3's `upload_file` cannot do this: its multipart
+upload lives only in memory and is aborted on failure.
 
 Each part goes with its CRC32C, which the store checks, and its reply is checked against it; the
 finished object (HEAD) against the composite CRC32C built from them and the file's length. A store
@@ -42,7 +42,6 @@ from .s3_verify import (PART, UPLOAD_CRC, Crc, combined_etag, composite_crc32, c
 
 __all__ = ["S3Uploader", "part_size_for", "file_etag"]
 
-_PART = PART
 _PERMANENT = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket", "403", "404"}
 
 
@@ -64,10 +63,6 @@ class _Expected(NamedTuple):
     etag: Callable[[], str]
 
 
-def _etag(reply: dict) -> str:
-    return str(reply.get("ETag", "")).strip('"')
-
-
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -77,7 +72,7 @@ class S3Uploader(OpenUploads):
     resumes; without it, retries within this process still resume."""
 
     def __init__(self, bucket: str, *, url: str, endpoint_url: Optional[str] = None,
-                 concurrency: int = 8, part_size: int = _PART, state_dir: Optional[str] = None,
+                 concurrency: int = 8, part_size: int = PART, state_dir: Optional[str] = None,
                  credentials: Optional["S3Credentials"] = None) -> None:
         self.url, self.bucket = url, bucket
         # The settings boto3's upload_file would be given for the same job (the bench baseline).
@@ -198,8 +193,9 @@ class S3Uploader(OpenUploads):
         part = part_size_for(st.st_size, self.config.multipart_chunksize)
         held: dict[int, dict] = {}
         record = self._recorded(key)
-        if record is not None and not record.is_for(self.bucket, st.st_size, st.st_mtime_ns, part):
-            self._abort_recorded(key)  # parts of another version of the file
+        if record is not None and not (record.is_for(self.bucket, st.st_size, st.st_mtime_ns, part)
+                                       and self._same_checksum(key)):
+            self._abort_recorded(key)  # parts of another version of the file, or of another checksum
             record = None
         if record is not None:
             try:
@@ -220,7 +216,7 @@ class S3Uploader(OpenUploads):
             upload_id = self._client.create_multipart_upload(Bucket=self.bucket, Key=key,
                                                              **self._checksum)["UploadId"]
             record = S3ResumeRecord(upload_id, self.bucket, st.st_size, st.st_mtime_ns, part)
-            self._records.put(key, record.to_json_dict())
+            self._records.put(key, {**record.to_json_dict(), "checksum": self._checksum.get("ChecksumAlgorithm", "")})
         parts = send_parts(self._client, self.bucket, key, record.upload_id, fd, st.st_size, part, held, progress,
                            checksums=self._checksums, concurrency=self.config.max_request_concurrency)
         self._client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=record.upload_id,
@@ -236,9 +232,18 @@ class S3Uploader(OpenUploads):
 
         def etag() -> str:  # only for a store that returns no checksum
             md5s = [p.md5 for p in parts]
-            return combined_etag(md5s) if None not in md5s else local_etag(fd, size, part, multipart=True)  # type: ignore[arg-type]
+            if None in md5s:
+                return local_etag(fd, size, part, multipart=True)
+            return combined_etag(md5s)  # type: ignore[arg-type]
 
         return _Expected(len(parts), crc, etag)
+
+    def _same_checksum(self, key: str) -> bool:
+        """Whether the recorded upload was created asking for the checksum parts are sent with
+        now: S3 refuses a part whose checksum is not its upload's. A record without one was
+        written when every upload asked for CRC32."""
+        asked = (self._records.get(key) or {}).get("checksum", "CRC32")
+        return asked == self._checksum.get("ChecksumAlgorithm", "")
 
     def _held_parts(self, key: str, upload_id: str) -> dict[int, dict]:
         pages = self._client.get_paginator("list_parts").paginate(Bucket=self.bucket, Key=key, UploadId=upload_id)

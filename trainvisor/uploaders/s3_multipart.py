@@ -1,8 +1,9 @@
 """The parts of one multipart upload, sent by a small pool, each read once and verified.
 
 Each worker reads its part once (`pread`), computes its CRC32C on those bytes (UPLOAD_CRC, see
-s3_verify.py; the GIL is released, so parts are checksummed in parallel) and sends both: the store checks the bytes against
-the CRC it is given and refuses a damaged part, and botocore computes nothing more. A part the
+s3_verify.py; the GIL is released, so parts are checksummed in parallel) and sends both: the
+store checks the bytes against the CRC it is given and refuses a damaged part, and botocore
+computes nothing more. A part the
 store already holds (listed by ListParts after an interrupted attempt) is kept when its size
 and checksum (else its MD5 ETag) are those of the local bytes; the rest are sent. The MD5 of a
 part is computed only when the store's reply carries no checksum (see s3_verify.py).

@@ -30,7 +30,8 @@ from .base import UploadError
 
 __all__ = ["PART", "Crc", "UPLOAD_CRC", "stored_crc", "crc32_text", "composite_crc32", "is_md5_etag", "Verdict",
            "part_verdict", "object_checksum",
-           "matching_checksum", "file_checksum", "file_etag", "combined_etag", "local_etag", "local_crc", "part_size_for"]
+           "matching_checksum", "file_checksum", "file_etag", "combined_etag", "local_etag", "local_crc",
+           "part_size_for"]
 
 PART = 8 << 20
 _MAX_PARTS = 10_000  # S3's limit on parts per upload
@@ -111,7 +112,8 @@ def part_verdict(reply: dict, crc: Optional[int], data: bytes) -> Verdict:
     if stored is not None:
         kind, got = stored
         want = crc32_text(crc if crc is not None and kind == UPLOAD_CRC else kind.fn(data, 0))
-        return Verdict(None if got == want else f"was stored with {kind.algorithm} {got}, not that of its bytes ({want})")
+        why = f"was stored with {kind.algorithm} {got}, not that of its bytes ({want})"
+        return Verdict(None if got == want else why)
     etag = _etag(reply)
     if not is_md5_etag(etag):
         return Verdict(f"was stored with ETag {etag} and no checksum: nothing to verify it with", retryable=False)
