@@ -1,6 +1,9 @@
 """An HTTP reverse proxy on 127.0.0.1 that injects faults between a client and a real server
 (moto's S3 server in the tests): a status for the next matching requests, a connection dropped
-halfway through a request body, or the whole store down for a while.
+halfway through a request body, a byte of a request body flipped on the way, or the whole store
+down for a while. It can also play stores moto does not: one whose ETags are no MD5 (SSE-KMS,
+MinIO with encryption, Ceph, R2: `rewrite_etags`), and credentials scoped to a prefix (every
+key outside it refused with 403 AccessDenied: `scope`).
 
 Requests and replies are forwarded unchanged (bodies streamed in 1 MiB pieces, keep-alive on
 both sides), so the client's signatures stay valid.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import urllib.parse
 import secrets
 import socket
 import threading
@@ -23,6 +27,7 @@ from .http_servers import TrackingServer
 __all__ = ["FaultProxy", "HoldReply"]
 
 _PART_NUMBER = re.compile(r"(?:^|&)partNumber=(\d+)")
+_ETAG_XML = re.compile(rb"<ETag>(?:&quot;|\")?([^<&\"]*)(?:&quot;|\")?</ETag>")
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
@@ -54,6 +59,9 @@ class FaultProxy:
         self.arrived = 0  # requests that reached the proxy (a held one is logged only when it ends)
         self.holding = 0  # holds begun: a held request's, or a reply's once the store has acted
         self._nth: dict[int, Union[float, HoldReply]] = {}
+        self._etags_rewritten = False
+        self._etag_originals: dict[str, str] = {}  # a rewritten ETag -> the store's own
+        self._scope: Optional[tuple[str, str]] = None  # (bucket, prefix) the credentials may touch
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
         self.url = ""
@@ -88,7 +96,8 @@ class FaultProxy:
     def inject(self, method: str, path_regex: str, action: Union[int, float, str, HoldReply], times: int = 1,
                query_regex: Optional[str] = None) -> None:
         """The next `times` matching requests get `action`: a status (an int: S3-style XML error,
-        after the body was read), "drop" (half the body read, then the connection closed), a
+        after the body was read), "drop" (half the body read, then the connection closed), "flip"
+        (the middle byte of the body inverted, then forwarded: damage on the way), a
         hold (a float: the whole body read, then held that many seconds before it is forwarded),
         or HoldReply (forwarded at once, the store's reply held)."""
         with self._lock:
@@ -101,6 +110,43 @@ class FaultProxy:
         A kill at a chosen moment of a client's sequence of requests, not after a guessed sleep."""
         with self._lock:
             self._nth[n] = action
+
+    def rewrite_etags(self) -> None:
+        """From now on every ETag the store returns (headers, and the <ETag> of XML bodies) is
+        replaced by one that is no MD5, the same for the same value, as an SSE-KMS bucket's. The
+        client's requests that name one (CompleteMultipartUpload) reach the store with its own."""
+        self._etags_rewritten = True
+
+    def _rewritten(self, etag: str) -> str:
+        value, dash, parts = etag.partition("-")
+        new = f"kms{value[::-1][:29]}{dash}{parts}"
+        with self._lock:
+            self._etag_originals[new] = etag
+        return new
+
+    def _restore_etags(self, body: bytes) -> bytes:
+        with self._lock:
+            known = dict(self._etag_originals)
+        return _ETAG_XML.sub(lambda m: b"<ETag>\"" + known.get(m.group(1).decode(), m.group(1).decode()).encode()
+                             + b"\"</ETag>", body)
+
+    def scope(self, bucket: str, prefix: str) -> None:
+        """From now on only keys of `bucket` under `prefix` (and listings asking for a prefix
+        under it) are let through; every other request gets 403 AccessDenied, as from
+        credentials scoped to the prefix."""
+        self._scope = (bucket, prefix)
+
+    def _allowed(self, path: str, query: str) -> bool:
+        if self._scope is None:
+            return True
+        bucket, prefix = self._scope
+        key = urllib.parse.unquote(path).lstrip("/").partition("/")
+        if key[0] != bucket:
+            return False
+        if key[2]:
+            return key[2].startswith(prefix)
+        asked = urllib.parse.parse_qs(query).get("prefix", [""])[0]
+        return asked.startswith(prefix)
 
     def clear_faults(self) -> None:
         """Forget the faults not yet used."""
@@ -205,20 +251,18 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             p._log(self.command, self.path, -1)
             return self._hang_up()
+        if not p._allowed(path, query):
+            return self._refuse(403, "AccessDenied")
         if isinstance(fault, float):
             p._holding()
             p._stopping.wait(fault)  # a slow link: the request is in flight that long (or until stop)
         elif isinstance(fault, int):
-            payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>"
-                       f"{'ServiceUnavailable' if fault == 503 else 'InternalError'}</Code>"
-                       f"<Message>injected fault</Message><RequestId>{secrets.token_hex(8)}</RequestId></Error>").encode()
-            self.send_response(fault)
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-            p._log(self.command, self.path, fault)
-            return
+            return self._refuse(fault, "ServiceUnavailable" if fault == 503 else "InternalError")
+        elif fault == "flip" and body:
+            middle = len(body) // 2
+            body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1:]
+        if p._etags_rewritten and self.command == "POST" and b"<ETag>" in body:
+            body = p._restore_etags(body)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         if body or self.command in ("PUT", "POST"):
             headers["Content-Length"] = str(len(body))
@@ -235,7 +279,16 @@ class _Handler(BaseHTTPRequestHandler):
                 if attempt:
                     p._log(self.command, self.path, -1)
                     return self._hang_up()
+        self._reply(resp, fault)
+
+    def _reply(self, resp: http.client.HTTPResponse, fault) -> None:
+        """The store's reply to the client (its ETags rewritten when asked), held first for a
+        HoldReply."""
+        p = self.proxy
         data = resp.read()
+        if p._etags_rewritten:
+            data = _ETAG_XML.sub(lambda m: b"<ETag>&quot;" + p._rewritten(m.group(1).decode()).encode()
+                                 + b"&quot;</ETag>", data)
         p._log(self.command, self.path, resp.status)  # the store has done it, whether or not the client hears
         if isinstance(fault, HoldReply):
             p._holding()
@@ -244,7 +297,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 if k.lower() not in _HOP and k.lower() != "content-length":
-                    self.send_header(k, v)
+                    rewrite = p._etags_rewritten and k.lower() == "etag"
+                    self.send_header(k, f'"{p._rewritten(v.strip(chr(34)))}"' if rewrite else v)
             length = resp.getheader("Content-Length") if self.command == "HEAD" else None
             self.send_header("Content-Length", length or str(len(data)))
             self.end_headers()
@@ -253,4 +307,16 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client was killed meanwhile
             self.close_connection = True
 
+    def _refuse(self, status: int, code: str) -> None:
+        payload = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
+                   f"<Message>injected fault</Message><RequestId>{secrets.token_hex(8)}</RequestId></Error>").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", "0" if self.command == "HEAD" else str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        self.proxy._log(self.command, self.path, status)
+
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+

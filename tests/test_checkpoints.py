@@ -40,6 +40,13 @@ def test_manifest_keeps_its_stored_field_names_and_round_trips():
     assert Manifest.from_json(m.to_json()) == m
 
 
+def test_a_manifest_says_which_checksum_verified_each_file_old_ones_too():
+    """S3 manifests written before checksums were read held `etag:`; now `crc32c:`: both read."""
+    old = Manifest.of("r1", CP, (ManifestEntry("a", "p/r1/a", 10, "etag:0cc175b9c0f1b6a831c399e269772661"),))
+    new = Manifest.of("r1", CP, (ManifestEntry("a", "p/r1/a", 10, "crc32c:wdBDMA==-3"),))
+    assert [Manifest.from_json(m.to_json()).files[0].checksum_kind for m in (old, new)] == ["etag", "crc32c"]
+
+
 def test_an_epoch_has_one_type_whoever_writes_the_manifest():
     """Live, a recogniser reads `epoch=3` from a name (an int); `resume` reads the journal back (3.0):
     the manifest and checkpoints.jsonl say 3.0 either way."""

@@ -71,7 +71,7 @@ def test_s3_changed_bytes_are_refused(s3_store, tmp_path):
     done = download_cli("s3://dl-ckpt/backups", "--set", "lenet_iter_90", "-o", "out", cwd=tmp_path)
     assert done.returncode == 3
     assert done.stderr.startswith(f"trainvisor: set lenet_iter_90 refused, nothing moved into out: {STATE_90}: "
-                                  "checksum etag:") and done.stderr.count("\n") == 1
+                                  "checksum crc32c:") and done.stderr.count("\n") == 1
     assert sorted(p.name for p in (tmp_path / "out").rglob("*") if p.is_file()) == [
         "lenet_iter_90.caffemodel.part", "lenet_iter_90.caffemodel.part.json"]
 

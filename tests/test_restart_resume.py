@@ -159,7 +159,7 @@ def test_a_corrupted_remote_copy_is_refused_and_an_older_whole_local_set_is_used
     said = (work / "run" / "train.log").read_text()
     refused = [line for line in said.splitlines() if "refused" in line]
     assert len(refused) == 1 and f"the store's newest checkpoint was refused, not used ({s3.url}/r1): " \
-        f"set lenet_iter_300 refused" in refused[0] and f"{STATE_300}: checksum etag:" in refused[0]
+        f"set lenet_iter_300 refused" in refused[0] and f"{STATE_300}: checksum crc32c:" in refused[0]
     second = [r for r in _records(work / "run") if r["attempt"] == 2 and "name" in r]
     assert (min(r["iteration"] for r in second), max(r["iteration"] for r in second)) == (200, 250)
 

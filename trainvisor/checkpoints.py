@@ -47,6 +47,13 @@ class ManifestEntry:
     size: int
     checksum: str
 
+    @property
+    def checksum_kind(self) -> str:
+        """Which checksum the store verified the file with (`sha256`, `crc32c`, `crc32`, `etag`,
+        `qetag`): the part of `checksum` before its colon, in old manifests as in new ones, so
+        the stored format needs no field of its own."""
+        return self.checksum.partition(":")[0]
+
 
 @dataclass(frozen=True)
 class Manifest:

@@ -1,7 +1,8 @@
 """A downloaded file checked against the checksum a manifest recorded for its object.
 
-Each store records the checksum it verified an upload with (`sha256:` for file://, `etag:` for
-S3, `qetag:` for Kodo); the same function of the local bytes must give it back. The store's
+Each store records the checksum it verified an upload with (`sha256:` for file://; `crc32c:` (or
+`crc32:`) for S3 when the store returned a checksum, `etag:` when only its MD5 ETag; `qetag:` for
+Kodo); the same function of the local bytes must give it back. The store's
 module computes its own kind, imported only for a checksum of that kind.
 """
 from __future__ import annotations
@@ -18,10 +19,10 @@ def checksum_like(path: str, recorded: str) -> str:
         from pathlib import Path
 
         return f"sha256:{file_sha256(Path(path))}"
-    if kind == "etag":
-        from .s3 import file_etag
+    if kind in ("etag", "crc32", "crc32c"):
+        from .s3_verify import file_checksum
 
-        return f"etag:{file_etag(path, value)}"
+        return f"{kind}:{file_checksum(path, kind, value)}"
     if kind == "qetag":
         from .kodo import qiniu_etag
 
