@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
@@ -21,7 +22,7 @@ from .reporting import MetricReporter
 if TYPE_CHECKING:
     from ..train.base import TrainInstance
 
-__all__ = ["BatchEndMonitor", "batch_end_callback_builder", "epoch_end_callback_builder"]
+__all__ = ["BatchEndMonitor", "batch_end_callback_builder", "epoch_end_callback_builder", "checkpoint_files"]
 
 log = logging.getLogger("trainvisor.compat.ava")
 
@@ -84,18 +85,33 @@ def batch_end_callback_builder(actual_batch_size: int, frequent: int, training_i
 
 def epoch_end_callback_builder(training_ins: "TrainInstance", batch_of_epoch: int, other_files: Sequence[str] = (),
                                epoch_interval: int = 1) -> Callable[..., None]:
-    """The epoch-end callback: every `epoch_interval` epochs, the snapshot folder's files (where
-    `mx.callback.do_checkpoint`, listed before it, has just written) are uploaded as that epoch's set."""
+    """The epoch-end callback: every `epoch_interval` epochs, the checkpoint that
+    `mx.callback.do_checkpoint` (listed before it) has just written in the snapshot folder is
+    uploaded as that epoch's set; the whole folder when no file has do_checkpoint's names (as AVA)."""
     interval = max(1, int(epoch_interval))
 
     def callback(iter_no: int, sym: Any = None, arg: Any = None, aux: Any = None) -> None:
         if (iter_no + 1) % interval:
             return
         try:
-            err = training_ins.upload_snapshot_model(iter_no + 1, batch_of_epoch, list(other_files))
+            files = checkpoint_files(training_ins.get_snapshot_base_path(), iter_no + 1)
+            err = training_ins.upload_snapshot_model(iter_no + 1, batch_of_epoch, list(other_files),
+                                                     files=files or None)
         except Exception as exc:  # never into fit()
             err = exc
         if err is not None:
             log.warning("upload of the snapshot of epoch %d failed: %s", iter_no + 1, err)
 
     return callback
+
+
+def checkpoint_files(folder: str, epoch: int) -> list[str]:
+    """`mx.model.save_checkpoint`'s files of `epoch` in `folder`: `PREFIX-symbol.json` and
+    `PREFIX-%04d.params` (and `.states`, the optimizer's), not the other epochs' still waiting
+    for their upload."""
+    suffixes = ("-symbol.json", f"-{epoch:04d}.params", f"-{epoch:04d}.states")
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(suffixes))
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names]

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Mapping, Optional
 
 from ....events import Checkpoint, CheckpointFile
 
@@ -55,11 +56,9 @@ class SnapshotUploads:
     """Opened on the first snapshot (so a script that never snapshots never loads an SDK);
     `drain` at `done()`. Submitting never blocks on the network after the first, preflighted, open."""
 
-    def __init__(self, run_dir: str, run_id: str, url: Optional[str], env: Mapping[str, str], *,
-                 delete: Callable[[str], None] = os.unlink) -> None:
+    def __init__(self, run_dir: str, run_id: str, url: Optional[str], env: Mapping[str, str]) -> None:
         self.run_dir, self.run_id, self.url = run_dir, run_id, url
         self._env = env
-        self._delete = delete
         self._manager = None
         self.futures: list[Future] = []
 
@@ -88,28 +87,36 @@ class SnapshotUploads:
         return self._manager
 
     def submit(self, snap: EpochSnapshot) -> "Future":
-        """Queue the epoch's set; its snapshot files are deleted when it is verified, never before."""
+        """Queue the epoch's set: its files copied to `tmp/epoch_N` (the set uploaded is the
+        epoch's even when the training writes a file again: MXNet's symbol file, each epoch), as
+        the original tarred them there. Once verified the copies and the snapshot files (in the
+        version copied) are deleted; a set that failed keeps both."""
         from ....uploaders.journal import VERIFIED
 
-        files = tuple(CheckpointFile(path=os.path.abspath(p), relpath=f"epoch_{snap.epoch}/{Path(p).name}")
-                      for p in (*snap.files, *snap.other_files))
-        cp = Checkpoint(name=f"snapshot-model-epoch_{snap.epoch}", files=files,
-                        iteration=snap.epoch * snap.batch_of_epoch, epoch=snap.epoch, root=self.run_dir,
+        staged = Path(self.run_dir) / "tmp" / f"epoch_{snap.epoch}"
+        staged.mkdir(parents=True, exist_ok=True)
+        files, owned = [], []
+        for i, path in enumerate((*snap.files, *snap.other_files)):
+            copy = staged / Path(path).name
+            shutil.copy2(path, copy)
+            files.append(CheckpointFile(path=str(copy), relpath=f"epoch_{snap.epoch}/{copy.name}"))
+            if i < len(snap.files):
+                owned.append((os.path.abspath(path), _version(str(copy))))
+        cp = Checkpoint(name=f"snapshot-model-epoch_{snap.epoch}", files=tuple(files),
+                        iteration=snap.epoch * snap.batch_of_epoch, epoch=snap.epoch, root=str(staged),
                         framework="ava")
         future = self.open().submit(cp)
-        owned = tuple(os.path.abspath(p) for p in snap.files)
 
         def settled(f: Future) -> None:
             outcome = None if f.cancelled() else f.result()
-            if outcome is not None and outcome.state == VERIFIED:
-                for path in owned:
-                    try:
-                        self._delete(path)
-                    except FileNotFoundError:  # the training removed it already
-                        pass
-            else:
+            if outcome is None or outcome.state != VERIFIED:
                 log.warning("snapshot of epoch %d not uploaded (%s): its files are kept", snap.epoch,
                             outcome.state if outcome else "cancelled")
+                return
+            for path, version in owned:
+                if _version(path) == version:  # not written again since it was copied
+                    _unlink(path)
+            shutil.rmtree(staged, ignore_errors=True)
 
         future.add_done_callback(settled)
         self.futures.append(future)
@@ -124,3 +131,19 @@ class SnapshotUploads:
         finally:
             self._manager.close()
             self._manager = None
+
+
+def _version(path: str) -> Optional[tuple[int, int]]:
+    """Size and modification time: copy2 keeps the time, so a copy has its original's version."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:  # the training removed it already
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
