@@ -3,7 +3,7 @@ way to run a training and read its log line by line.
 
 The child's stdout and stderr (merged, as AVA did) pass through unchanged to this process's
 stdout, or, when logging is set up (`initialize_logger`, as `TrainInstance` does), to the log,
-line by line, as AVA did. Each hook is called with each line as `str`, its newline kept
+line by line, as AVA did (AVA's `logger.info` of each line; without a log set up they were lost). Each hook is called with each line as `str`, its newline kept
 (AVA's, which were Python 2 byte strings), decoded as UTF-8 with bad bytes replaced. A hook
 that raises is logged and counted, never stops the loop or the training. At the end of the
 output, every hook with a `finish()` is told (the epoch-end callback submits the last snapshot).
@@ -79,9 +79,11 @@ def _name(hook: object) -> str:
 
 
 def _sink() -> Callable[[bytes], None]:
-    """Where the lines go: the log when the root logger has handlers (AVA logged every line),
-    else this process's stdout, byte for byte."""
-    if logging.getLogger().handlers:
+    """Where the lines go: the run log when `initialize_logger` set it up (AVA logged every
+    line), else this process's stdout, byte for byte."""
+    from ...logging.handler import MultiProcessingLogHandler
+
+    if any(isinstance(h, MultiProcessingLogHandler) for h in logging.getLogger().handlers):
         child = logging.getLogger("trainvisor.compat.ava.proc")
         return lambda raw: child.info("%s", raw.decode("utf-8", "replace").rstrip("\r\n"))
     stdout = getattr(sys.stdout, "buffer", None)
