@@ -21,13 +21,16 @@ from _common import ROOT
 PY = sys.executable
 CASES = {
     "cmd, params": "from trainvisor.compat.ava import cmd, params",
-    "utils.cmd, params.params": "from trainvisor.compat.ava.utils import cmd; from trainvisor.compat.ava.params import params",
+    "utils.cmd, params.params": ("from trainvisor.compat.ava.utils import cmd; "
+                                 "from trainvisor.compat.ava.params import params"),
     "train.base": "from trainvisor.compat.ava.train.base import TrainInstance",
     "log.logger": "from trainvisor.compat.ava.log.logger import initialize_logger, logger",
     "monitor": "from trainvisor.compat.ava.monitor import caffe, mxnet",
-    "utils": "from trainvisor.compat.ava.utils.uploader import Uploader; from trainvisor.compat.ava.utils.fetcher import Fetcher",
+    "utils": ("from trainvisor.compat.ava.utils.uploader import Uploader; "
+              "from trainvisor.compat.ava.utils.fetcher import Fetcher"),
 }
-HEAVY = ("boto3", "botocore", "qiniu", "requests", "tensorboardX", "tensorboard", "mlflow", "watchdog", "mxnet", "torch")
+HEAVY = ("boto3", "botocore", "qiniu", "requests", "tensorboardX", "tensorboard", "mlflow", "watchdog", "mxnet",
+         "torch")
 TARGET = 0.2
 
 

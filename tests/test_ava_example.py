@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from trainvisor.sinks.jsonl import read_jsonl
 
 from .conftest import FAKE_CAFFE, ROOT, real_logs

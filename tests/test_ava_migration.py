@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -40,7 +39,8 @@ def test_a_snapshot_whose_upload_failed_keeps_its_files_and_a_verified_one_is_re
     kodo.inject("POST", r"^/$", 403)
 
     def snapshot(at: int, iteration: int) -> list[Path]:
-        files = [tmp_path / "examples" / "mnist" / f"lenet_iter_{iteration}.{ext}" for ext in ("caffemodel", "solverstate")]
+        files = [tmp_path / "examples" / "mnist" / f"lenet_iter_{iteration}.{ext}"
+                 for ext in ("caffemodel", "solverstate")]
         files[0].parent.mkdir(parents=True, exist_ok=True)
         for f in files:
             f.write_bytes(os.urandom(64))

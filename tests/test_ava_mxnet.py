@@ -75,7 +75,8 @@ def test_fit_callbacks_report_the_logged_values_and_upload_each_epoch(tmp_path, 
     records = read_jsonl(Path(ins.get_base_path()) / "metrics.jsonl")
     accuracy = {(int(m.epoch), m.iteration - int(m.epoch) * BATCHES): m.value for m in records if m.name == "accuracy"}
     assert accuracy == {k: acc for k, (_, acc) in logged.items()}
-    speed = {(int(m.epoch), m.iteration - int(m.epoch) * BATCHES): m.value for m in records if m.name == "samples_per_sec"}
+    speed = {(int(m.epoch), m.iteration - int(m.epoch) * BATCHES): m.value
+             for m in records if m.name == "samples_per_sec"}
     # the interval since the report before (batch 0's for batch 20) gives the speed the log printed
     assert speed == pytest.approx({k: s for k, (s, _) in logged.items()}, rel=1e-9)
     assert {m.phase for m in records} == {"train"}

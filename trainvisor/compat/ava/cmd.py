@@ -2,9 +2,10 @@
 way to run a training and read its log line by line.
 
 The child's stdout and stderr (merged, as AVA did) pass through unchanged to this process's
-stdout, or, when logging is set up (`initialize_logger`, as `TrainInstance` does), to the log,
-line by line, as AVA did (AVA's `logger.info` of each line; without a log set up they were lost). Each hook is called with each line as `str`, its newline kept
-(AVA's, which were Python 2 byte strings), decoded as UTF-8 with bad bytes replaced. A hook
+stdout, or, when the run log is set up (`initialize_logger`, as `TrainInstance` does), to the
+log line by line, as AVA's `logger.info` of each line (which, with no log set up, went nowhere).
+Each hook is called with each line as `str`, its newline kept (AVA's were Python 2 byte
+strings), decoded as UTF-8 with bad bytes replaced. A hook
 that raises is logged and counted, never stops the loop or the training. At the end of the
 output, every hook with a `finish()` is told (the epoch-end callback submits the last snapshot).
 """

@@ -1,2 +1,3 @@
-"""`utils.cmd` (the child process), `utils.uploader.Uploader` and `utils.fetcher.Fetcher` (Kodo upload, download), where the AVA SDK had them."""
+"""Where the AVA SDK had them: `utils.cmd` (the child process), `utils.uploader.Uploader`
+(one file to Kodo) and `utils.fetcher.Fetcher` (downloads)."""
 __all__ = ["cmd", "uploader", "fetcher"]
