@@ -100,3 +100,34 @@ def test_the_doc_example_stores_every_epoch_in_kodo_through_the_qiniu_sdk(tmp_pa
         assert base + ".solverstate" in keys
         assert f"ava/default/models/job-1/snapshot-model-epoch_{epoch}.manifest.json" in keys
     assert len(keys) == 4 * len(EPOCHS)  # 3 files and a manifest per epoch; the probe object deleted
+
+
+def test_the_callbacks_are_line_hooks_of_a_run_too(tmp_path, monkeypatch):
+    """Moving from `cmd.logproc` to trainvisor's `Run`: the same callbacks as `hooks=[...]` (they
+    take LineRecords). The log here ends on the epoch-1 snapshot's lines (the real log cut there),
+    which a Run's hooks are never told is whole: `done()` submits it."""
+    from trainvisor import Run, RunConfig, replay
+    from trainvisor.compat.ava.train.base import TrainInstance
+    from trainvisor.config import RunDirConfig, WatchConfig
+
+    ws, cwd, full_log = _workspace(tmp_path)
+    log = tmp_path / "cut.log"
+    log.write_text("".join(full_log.read_text().splitlines(keepends=True)[:534]))
+    assert log.read_text().endswith("Snapshotting solver state to examples/mnist/lenet_iter_1000.solverstate\n")
+    monkeypatch.chdir(cwd)
+    store = tmp_path / "store"
+    ins = TrainInstance("job-1", env={"AVA_WORKSPACE": str(ws), "TRAINVISOR_UPLOAD_TO": store.as_uri()},
+                        log_to_file=False)
+    hooks = [ins.get_monitor_callback("caffe"), ins.get_epoch_end_callback("caffe", batch_of_epoch=1000)]
+    command = (sys.executable, str(FAKE_CAFFE), "train", "--log", str(log), "--rate", "0",
+               "--snapshot-size", str(SNAPSHOT_BYTES))
+    summary = Run(RunConfig(command=command, run=RunDirConfig(dir=str(tmp_path / "run")),
+                            watch=WatchConfig(announced=False, solver_watch=False)), hooks=hooks).run()
+    assert summary.exit_code == 0 and not store.exists()  # nothing submitted before done()
+    report = ins.done(timeout=60)
+    assert report.sets.verified == ("job-1/snapshot-model-epoch_1.manifest.json",)
+    assert (store / "job-1" / "epoch_1" / "lenet_iter_1000.solverstate").stat().st_size == SNAPSHOT_BYTES
+    got = read_jsonl(ws / "run" / "job-1" / "metrics.jsonl")
+    want = [e for e in replay(str(log), parser="caffe").events if hasattr(e, "value")]
+    assert [m.without_wall_time() for m in got] == [m.without_wall_time() for m in want]
+    assert [(m.iteration, m.value) for m in got if m.name == "loss" and m.phase == "train"][-1] == (900, 0.212657)

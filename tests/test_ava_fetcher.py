@@ -71,3 +71,21 @@ def test_a_qiniu_url_is_read_from_kodo_resumed_after_a_cut_and_checked(tmp_path,
     assert content is None and str(err) == "qiniu://z0/ckpt/ava/default/models/none: no such object"
     content, err = Fetcher().fetch("ftp://host/file")
     assert content is None and "only http://, https:// and qiniu://zone/bucket/key" in str(err)
+
+
+def test_a_kodo_object_whose_bytes_differ_from_its_hash_is_refused_and_nothing_is_written(tmp_path, kodo,
+                                                                                         monkeypatch):
+    from trainvisor.compat.ava.utils.uploader import Uploader
+
+    monkeypatch.setenv("QINIU_DOWNLOAD_HOST", kodo.download_url("ckpt"))
+    model = tmp_path / "model.bin"
+    model.write_bytes(os.urandom(1 << 20))
+    Uploader(KODO_AK, KODO_SK, "ckpt").upload_file(str(model), "m/model.bin")
+    stored = kodo.object_path("ckpt", "m/model.bin")
+    damaged = bytearray(stored.read_bytes())
+    damaged[1000] ^= 0xFF  # same size: only the etag tells
+    stored.write_bytes(bytes(damaged))
+    target = tmp_path / "out.bin"
+    err = Fetcher().fetch_huge_file("qiniu://z0/ckpt/m/model.bin", target)
+    assert str(err) == "qiniu://z0/ckpt/m/model.bin: the bytes received differ from the stored object (qiniu etag)"
+    assert not target.exists() and not (tmp_path / "out.bin.part").exists()

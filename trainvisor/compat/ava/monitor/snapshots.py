@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,31 +61,35 @@ class SnapshotUploads:
         self.run_dir, self.run_id, self.url = run_dir, run_id, url
         self._env = env
         self._manager = None
+        self._lock = threading.Lock()  # hooks may run on a Run's pipeline thread, MXNet's on fit's
         self.futures: list[Future] = []
 
     def open(self):
         """The upload manager, preflighted (a bad destination is one error, raised here)."""
-        if self._manager is None:
-            if not self.url:
-                from ....errors import ConfigError
+        with self._lock:
+            return self._manager or self._opened()
 
-                raise ConfigError(f"no destination for snapshots: set {UPLOAD_ENV} (file://, s3://, kodo://) "
-                                  "or the Qiniu keys and bucket")
-            from ....uploaders import open_uploader
-            from ....uploaders.destinations import RUN_KEYS, key_prefix, parse_destination
-            from ....uploaders.manager import UploadManager
+    def _opened(self):
+        if not self.url:
+            from ....errors import ConfigError
 
-            parse_destination(self.url, setting=UPLOAD_ENV)
-            uploader = open_uploader(self.url, state_dir=self.run_dir, env=self._env)
-            manager = UploadManager(uploader, run_dir=self.run_dir, run_id=self.run_id,
-                                    prefix=key_prefix(self.url), key_template=RUN_KEYS)
-            try:
-                manager.preflight()
-            except BaseException:
-                manager.close()
-                raise
-            self._manager = manager
-        return self._manager
+            raise ConfigError(f"no destination for snapshots: set {UPLOAD_ENV} (file://, s3://, kodo://) "
+                              "or the Qiniu keys and bucket")
+        from ....uploaders import open_uploader
+        from ....uploaders.destinations import RUN_KEYS, key_prefix, parse_destination
+        from ....uploaders.manager import UploadManager
+
+        parse_destination(self.url, setting=UPLOAD_ENV)
+        uploader = open_uploader(self.url, state_dir=self.run_dir, env=self._env)
+        manager = UploadManager(uploader, run_dir=self.run_dir, run_id=self.run_id,
+                                prefix=key_prefix(self.url), key_template=RUN_KEYS)
+        try:
+            manager.preflight()
+        except BaseException:
+            manager.close()
+            raise
+        self._manager = manager
+        return manager
 
     def submit(self, snap: EpochSnapshot) -> "Future":
         """Queue the epoch's set: its files copied to `tmp/epoch_N` (the set uploaded is the
@@ -124,13 +129,14 @@ class SnapshotUploads:
 
     def drain(self, timeout: float):
         """Wait for the sets (within `timeout`), then close; the report, or None when nothing was sent."""
-        if self._manager is None:
+        with self._lock:
+            manager, self._manager = self._manager, None
+        if manager is None:
             return None
         try:
-            return self._manager.drain(timeout)
+            return manager.drain(timeout)
         finally:
-            self._manager.close()
-            self._manager = None
+            manager.close()
 
 
 def _version(path: str) -> Optional[tuple[int, int]]:

@@ -51,6 +51,7 @@ class TrainInstance:
                                        {**self._env, **keys})
         self.train_ins_spec: dict[str, Any] = {"status": TRAIN_INS_STATUS_RUNNING, "startTime": _now()}
         self._reporter = None
+        self._line_hooks: list = []
         self._write_spec()
 
     # -- the AVA paths ---------------------------------------------------------------------
@@ -111,7 +112,10 @@ class TrainInstance:
         if framework == "caffe":
             from ..monitor.caffe import get_epoch_end_log_callback
 
-            return get_epoch_end_log_callback(self, batch_of_epoch=batch_of_epoch, other_files=other_files)
+            hook = get_epoch_end_log_callback(self, batch_of_epoch=batch_of_epoch, other_files=other_files)
+            if hook is not None:
+                self._line_hooks.append(hook)  # `done` ends them: a Run's hooks are never told the log ended
+            return hook
         if framework == "mxnet":
             if batch_of_epoch is None:
                 log.warning("no MXNet epoch-end callback: batch_of_epoch is needed")
@@ -151,6 +155,8 @@ class TrainInstance:
         """The end: the status written, the snapshots waited for (up to `timeout`), the metrics
         flushed and closed. Returns the uploads' report (None when nothing was uploaded)."""
         self.report_stop(err_msg)
+        for hook in self._line_hooks:  # a snapshot announced last is whole once the training ended
+            hook.finish()
         try:
             report = self.uploads.drain(timeout)
         finally:
