@@ -99,7 +99,12 @@ def test_the_doc_example_stores_every_epoch_in_kodo_through_the_qiniu_sdk(tmp_pa
         assert len(kodo.read_object("ckpt", base + ".caffemodel")) == SNAPSHOT_BYTES
         assert base + ".solverstate" in keys
         assert f"ava/default/models/job-1/snapshot-model-epoch_{epoch}.manifest.json" in keys
-    assert len(keys) == 4 * len(EPOCHS)  # 3 files and a manifest per epoch; the probe object deleted
+    # 3 files and a manifest per epoch, and the set `logs` (the script's run.log), as the original
+    # uploaded the logs at done(); the probe object deleted
+    assert sorted(k for k in keys if "/epoch_" not in k and "/snapshot-model-" not in k) == [
+        "ava/default/models/job-1/logs.manifest.json", "ava/default/models/job-1/logs/run.log"]
+    assert len(keys) == 4 * len(EPOCHS) + 2
+    assert b"Finished proc with code 0" in kodo.read_object("ckpt", "ava/default/models/job-1/logs/run.log")
 
 
 def test_the_callbacks_are_line_hooks_of_a_run_too(tmp_path, monkeypatch):

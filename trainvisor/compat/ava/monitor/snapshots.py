@@ -16,7 +16,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from ....events import Checkpoint, CheckpointFile
 
@@ -96,26 +96,35 @@ class SnapshotUploads:
         epoch's even when the training writes a file again: MXNet's symbol file, each epoch), as
         the original tarred them there. Once verified the copies and the snapshot files (in the
         version copied) are deleted; a set that failed keeps both."""
+        return self._submit(f"snapshot-model-epoch_{snap.epoch}", f"epoch_{snap.epoch}", snap.files,
+                            snap.other_files, iteration=snap.epoch * snap.batch_of_epoch, epoch=snap.epoch)
+
+    def submit_logs(self, files: Sequence[str]) -> "Future":
+        """The run's log files as the set `logs` (`<prefix>/<id>/logs/<file>`), as the original
+        uploaded them at `done()`; copied first (the log is still being written), never deleted."""
+        return self._submit("logs", "logs", (), files, iteration=None, epoch=None)
+
+    def _submit(self, name: str, folder: str, owned_files: Sequence[str], kept_files: Sequence[str], *,
+                iteration: Optional[int], epoch: Optional[int]) -> "Future":
         from ....uploaders.journal import VERIFIED
 
-        staged = Path(self.run_dir) / "tmp" / f"epoch_{snap.epoch}"
+        staged = Path(self.run_dir) / "tmp" / folder
         staged.mkdir(parents=True, exist_ok=True)
         files, owned = [], []
-        for i, path in enumerate((*snap.files, *snap.other_files)):
+        for i, path in enumerate((*owned_files, *kept_files)):
             copy = staged / Path(path).name
             shutil.copy2(path, copy)
-            files.append(CheckpointFile(path=str(copy), relpath=f"epoch_{snap.epoch}/{copy.name}"))
-            if i < len(snap.files):
+            files.append(CheckpointFile(path=str(copy), relpath=f"{folder}/{copy.name}"))
+            if i < len(owned_files):
                 owned.append((os.path.abspath(path), _version(str(copy))))
-        cp = Checkpoint(name=f"snapshot-model-epoch_{snap.epoch}", files=tuple(files),
-                        iteration=snap.epoch * snap.batch_of_epoch, epoch=snap.epoch, root=str(staged),
+        cp = Checkpoint(name=name, files=tuple(files), iteration=iteration, epoch=epoch, root=str(staged),
                         framework="ava")
         future = self.open().submit(cp)
 
         def settled(f: Future) -> None:
             outcome = None if f.cancelled() else f.result()
             if outcome is None or outcome.state != VERIFIED:
-                log.warning("snapshot of epoch %d not uploaded (%s): its files are kept", snap.epoch,
+                log.warning("set %s not uploaded (%s): its files are kept", name,
                             outcome.state if outcome else "cancelled")
                 return
             for path, version in owned:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -146,6 +147,21 @@ class TrainInstance:
             return exc
         return None
 
+    def upload_logs(self) -> Optional[Exception]:
+        """The run's log folder (`run.log` and its rotations) as the set `logs`, as the original
+        did at `done()`; the error, or None once it is queued."""
+        # the logs and their rotations, not the log handler's lock, socket and target files
+        files = sorted(str(p) for p in Path(self.log_base_path).rglob("*")
+                       if p.is_file() and _LOG_NAME.search(p.name) and not p.name.startswith("."))
+        if not files:
+            return None
+        try:
+            self.uploads.submit_logs(files)
+        except Exception as exc:
+            log.warning("the logs were not queued for upload: %s", exc)
+            return exc
+        return None
+
     def report_stop(self, err_msg: str = "") -> None:
         self.train_ins_spec.update(stopTime=_now(), errMsg=err_msg,
                                    status=TRAIN_INS_STATUS_FAIL if err_msg else TRAIN_INS_STATUS_DONE)
@@ -157,6 +173,8 @@ class TrainInstance:
         self.report_stop(err_msg)
         for hook in self._line_hooks:  # a snapshot announced last is whole once the training ended
             hook.finish()
+        if self.uploads.url:
+            self.upload_logs()
         try:
             report = self.uploads.drain(timeout)
         finally:
@@ -172,6 +190,9 @@ class TrainInstance:
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps({"instanceID": self.training_ins_id, **self.train_ins_spec}, indent=2) + "\n")
         os.replace(tmp, path)
+
+
+_LOG_NAME = re.compile(r"\.log(\.\d+)?$")
 
 
 def _local_id() -> str:
