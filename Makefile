@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) bench/upload_throughput.py
 	$(PY) bench/startup.py
 	$(PY) bench/pytest_plugin.py
+	$(PY) bench/ava_import.py
 	$(PY) bench/tail_latency.py
 	$(PY) bench/every_sink.py
 	$(PY) bench/pathological.py

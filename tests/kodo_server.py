@@ -100,6 +100,7 @@ class KodoServer(ResumableV2):
         self.bytes_received = 0
         self.bytes_sent = 0
         self.requests: list[tuple[str, str, int]] = []
+        self.token_lifetimes: list[float] = []  # seconds each upload token had left when it was checked
         self._httpd: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
         self.url = ""
@@ -200,6 +201,8 @@ class KodoServer(ResumableV2):
             policy = json.loads(_unb64(enc))
         except ValueError:
             raise KodoError(401, "bad token") from None
+        with self._lock:
+            self.token_lifetimes.append(int(policy.get("deadline", 0)) - time.time())
         if int(policy.get("deadline", 0)) < time.time():
             raise KodoError(401, "expired token")
         scope = str(policy.get("scope", ""))

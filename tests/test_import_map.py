@@ -109,3 +109,13 @@ def test_stop_rules_read_only_the_records_and_the_errors():
                        for t, _ in imports if _in(t, "trainvisor") and not _in(t, "trainvisor.stoprules")})
     assert imported == ["trainvisor.errors", "trainvisor.errors.ConfigError", "trainvisor.events",
                         "trainvisor.events.Metric"]
+
+
+def test_nothing_imports_the_compat_layer_and_it_loads_no_sdk_at_module_level():
+    """`compat/` sits on top, beside cli/ and testing/: trainvisor never depends on it, and importing
+    it loads no store SDK, TensorBoard or MXNet (they load when a destination or a sink is used)."""
+    assert sorted(f"{m} imports {t}" for m, imports in MODULES.items() if not _in(m, "trainvisor.compat")
+                  for t, _ in imports if _in(t, "trainvisor.compat")) == []
+    heavy = ("boto3", "botocore", "qiniu", "requests", "tensorboardX", "tensorboard", "mxnet", "mlflow")
+    assert sorted(f"{m} imports {t}" for m, imports in MODULES.items() if _in(m, "trainvisor.compat")
+                  for t, at_top in imports if at_top and any(_in(t, h) for h in heavy)) == []

@@ -301,6 +301,14 @@ class KodoUploader:
             raise ReadError(str(err), retryable=err.retryable)
         return StoredObject(key, int(ret["fsize"]), int(ret["putTime"]) / 1e7)
 
+    def object_hash(self, key: str) -> Optional[str]:
+        """The object's qiniu etag as Kodo's stat reports it (None when it reports none)."""
+        ret, info = self._manager().stat(self.bucket, key)
+        if ret is None:
+            err = self._error(f"stat of {key}", info)
+            raise ReadError(str(err), retryable=err.retryable)
+        return ret.get("hash") or None
+
     def read_object(self, key: str, offset: int = 0) -> Iterator[bytes]:
         """GET of a private download URL (signed, valid an hour) on the bucket's download domain,
         ranged from `offset`. The signed URL is never shown: messages name the key."""
