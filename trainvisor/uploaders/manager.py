@@ -23,6 +23,9 @@ from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
 from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, UploadProgress
 from .pool import DaemonThreadPool
+from .ratelimit import TokenBucket
+from .s3_pace import pace_requests
+from .throughput import UploadMeter
 from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
 from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
 
@@ -55,6 +58,7 @@ class UploadManager:
         rng: Optional[random.Random] = None,
         executor: Optional[Executor] = None,
         clock: Callable[[], float] = time.monotonic,
+        limiter: Optional[TokenBucket] = None,
     ) -> None:
         self._up = uploader
         url = str(getattr(uploader, "url", "") or type(uploader).__name__)
@@ -71,6 +75,10 @@ class UploadManager:
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
         self._clock = clock
+        self._meter = UploadMeter(clock)
+        # One bucket for every destination of the run; S3 pays before each request, others after each chunk.
+        self._limiter = limiter
+        self._prepaid = limiter is not None and pace_requests(uploader, self._pay)
         self._lock = threading.Lock()
         self._futures: set[Future] = set()
         self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
@@ -180,10 +188,17 @@ class UploadManager:
         return aborted
 
     def progress(self) -> UploadProgress:
+        seconds, waited = self._meter.seconds()
         with self._lock:
             return UploadProgress(self._bytes_done, self._bytes_total, self._files_done, self._files_total,
                                   self._skipped, self._bytes_skipped, self._sets_ended[VERIFIED],
-                                  self._sets_ended[FAILED])
+                                  self._sets_ended[FAILED], seconds=seconds, limiter_wait=waited)
+
+    def _pay(self, nbytes: int) -> None:
+        """Wait for the rate limit's tokens for `nbytes`; closing cuts the wait short."""
+        self._meter.waited(self._limiter.take(nbytes, cancelled=self._stopping.is_set))  # type: ignore[union-attr]
+        if self._stopping.is_set():
+            raise UploadCancelled()
 
     def _count(self, nbytes: int) -> None:
         with self._lock:
@@ -196,7 +211,7 @@ class UploadManager:
         with self._lock:
             set_lock = self._set_locks.setdefault(set_key, threading.Lock())
         try:
-            with set_lock:
+            with set_lock, self._meter.busy():
                 state = self._upload_set_locked(cp, set_key)
             if state in self._sets_ended:
                 with self._lock:
@@ -295,6 +310,8 @@ class UploadManager:
                 raise UploadCancelled()
             sent[0] += n
             self._count(n)
+            if self._limiter is not None and not self._prepaid:
+                self._pay(n)
 
         before = os.stat(path)
         obj = self._up.upload(path, key, progress=progress)

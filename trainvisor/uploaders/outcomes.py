@@ -71,6 +71,10 @@ class UploadProgress:
     sets_verified: int = 0
     sets_failed: int = 0
     """Checkpoint sets whose upload ended, verified or failed for good, in this manager's life."""
+    seconds: float = 0.0
+    """Seconds during which some upload was in flight (the link idles between checkpoints)."""
+    limiter_wait: float = 0.0
+    """Seconds the uploads waited on the rate limit (summed over workers: may exceed `seconds`)."""
 
     @property
     def files_sent(self) -> int:
@@ -79,3 +83,8 @@ class UploadProgress:
     @property
     def bytes_sent(self) -> int:
         return self.bytes_done - self.bytes_skipped
+
+    @property
+    def rate(self) -> float:
+        """Bytes sent per second of upload time (0 before any)."""
+        return self.bytes_sent / self.seconds if self.seconds > 0 else 0.0
