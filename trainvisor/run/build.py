@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from ..stoprules import Firing, StopRuleSink
     from ..uploaders.base import Uploader
     from ..uploaders.manager import UploadManager
+    from ..uploaders.ratelimit import TokenBucket
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
 
-__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs", "build_stop_rules"]
+__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "build_limiter", "watch_dirs",
+           "build_stop_rules"]
 
 log = logging.getLogger("trainvisor.run")
 
@@ -124,19 +126,30 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
     return open_uploader(cfg.to, state_dir=run_dir, credentials=cfg.credentials)
 
 
+def build_limiter(cfg: UploadConfig) -> "Optional[TokenBucket]":
+    """The run's one upload rate limit (`upload.rate_limit`), None when unlimited: every manager
+    of the run (every destination) is given the same bucket."""
+    from ..uploaders.ratelimit import TokenBucket, parse_rate
+
+    rate = parse_rate(cfg.rate_limit)
+    return TokenBucket(rate) if rate > 0 else None
+
+
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
-                  identity: Optional["NodeIdentity"] = None) -> "UploadManager":
+                  identity: Optional["NodeIdentity"] = None, limiter: "Optional[TokenBucket]" = None) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
     multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
-    are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other."""
+    are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other. `limiter`: the run's
+    bucket when several managers share it (default: one made from `upload.rate_limit`)."""
     from ..uploaders.destinations import key_prefix, run_keys
     from ..uploaders.manager import UploadManager
 
     prefix = key_prefix(cfg.to or getattr(uploader, "url", "") or "")
     keys = run_keys(identity.folder if identity is not None else "")
     manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=keys,
-                            concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload)
+                            concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload,
+                            limiter=limiter if limiter is not None else build_limiter(cfg))
     try:
         manager.preflight()
         manager.sweep_orphans()  # before anything is sent: what a killed attempt left open
