@@ -154,10 +154,12 @@ def test_a_file_uploads_through_a_real_store_at_the_limit_in_real_time(tmp_path)
         elapsed = time.monotonic() - started
         p = m.progress()
     assert report.verified == ("r1/model_step_1.pt",)
-    ratio = elapsed / (size / rate)  # 0.5 s at the limit: never faster, and not held up for long
-    assert 0.95 <= ratio <= 4.0, elapsed
-    assert p.limiter_wait == pytest.approx(size / rate, rel=0.2)
-    assert p.rate <= rate * 1.05
+    # 0.5 s at the limit, less the 0.1 s of tokens the bucket may gather while the manager starts
+    # (its journal is created): never faster, and not held up for long.
+    least = size / rate - 0.1
+    assert 0.95 <= elapsed / least <= 4.0, elapsed
+    assert least * 0.95 <= p.limiter_wait <= size / rate * 1.2
+    assert p.bytes_sent <= rate * (p.seconds + 0.1) * 1.02
 
 
 def test_s3_requests_wait_for_their_tokens_before_they_are_sent_and_pay_once(moto, tmp_path):
