@@ -136,12 +136,14 @@ def build_limiter(cfg: UploadConfig) -> "Optional[TokenBucket]":
 
 
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
-                  identity: Optional["NodeIdentity"] = None, limiter: "Optional[TokenBucket]" = None) -> "UploadManager":
+                  identity: Optional["NodeIdentity"] = None, limiter: "Optional[TokenBucket]" = None,
+                  skip_superseded: bool = False) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
     multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
     are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other. `limiter`: the run's
-    bucket when several managers share it (default: one made from `upload.rate_limit`)."""
+    bucket when several managers share it (default: one made from `upload.rate_limit`).
+    `skip_superseded`: `--upload-policy last` (a queued set a newer one replaced is skipped)."""
     from ..uploaders.destinations import key_prefix, run_keys
     from ..uploaders.manager import UploadManager
 
@@ -149,7 +151,8 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
     keys = run_keys(identity.folder if identity is not None else "")
     manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=keys,
                             concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload,
-                            limiter=limiter if limiter is not None else build_limiter(cfg))
+                            limiter=limiter if limiter is not None else build_limiter(cfg),
+                            skip_superseded=skip_superseded)
     try:
         manager.preflight()
         manager.sweep_orphans()  # before anything is sent: what a killed attempt left open

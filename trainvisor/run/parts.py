@@ -107,6 +107,7 @@ class _Parts(_Plugins, _Reporting):
         self.jsonl.set_extra({"attempt": attempt, **self.run.identity.fields()})
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        from ..watch.policy import parse_policy
         from .build import build_manager, build_watcher, open_destination, watch_dirs
 
         run, cfg = self.run, self.run.config
@@ -116,8 +117,9 @@ class _Parts(_Plugins, _Reporting):
                      run.identity.local_rank)
             uploader = None
         if uploader is not None:
+            last = parse_policy(cfg.watch.policy).skips_superseded
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,
-                                         identity=run.identity)
+                                         identity=run.identity, skip_superseded=last)
             stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
@@ -295,7 +297,7 @@ class _Parts(_Plugins, _Reporting):
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()
         log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
-                    else f"the {shutdown.grace:g}s grace")
+                    else f"the {shutdown.grace:g}s grace", destination=cfg.to or "")
         if shutdown.begun and report.pending:
             shutdown.abandon(f"{len(report.sets.pending)} checkpoint set(s) not uploaded within the grace "
                              f"({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "

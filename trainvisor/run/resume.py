@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..errors import ConfigError
 from ..identity import NodeIdentity
+from ..watch.policy import parse_policy
 from .build import build_manager, open_destination
 from .logsetup import RunLogging
 from .progress import log_outcome
@@ -71,12 +72,13 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
     # The saved config holds the node the run found (Run.start writes it): the same node folder.
     identity = NodeIdentity.from_environ(os.environ, node=config.run.node, process_rank=config.run.process_rank,
                                          local_rank=config.run.local_rank)
-    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity)
+    manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity,
+                            skip_superseded=parse_policy(config.watch.policy).skips_superseded)
     try:
         manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
         report = manager.drain(timeout)
     finally:
         manager.close()
-    log_outcome(report, within=f"{timeout:g}s (run `trainvisor resume` again for the rest)")
+    log_outcome(report, within=f"{timeout:g}s (run `trainvisor resume` again for the rest)", destination=config.upload.to or "")
     return UploadTotals.from_report(config.upload.to or "", report)

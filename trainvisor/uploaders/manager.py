@@ -25,8 +25,9 @@ from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, Upl
 from .pool import DaemonThreadPool
 from .ratelimit import TokenBucket
 from .s3_pace import pace_requests
+from .superseded import QueuedSet, SupersededSets, step_of
 from .throughput import UploadMeter
-from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
+from .journal import FAILED, QUEUED, SKIPPED, VERIFIED, Journal, JournalOwner
 from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
 
 __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "SetOutcome", "UploadCancelled"]
@@ -59,6 +60,7 @@ class UploadManager:
         executor: Optional[Executor] = None,
         clock: Callable[[], float] = time.monotonic,
         limiter: Optional[TokenBucket] = None,
+        skip_superseded: bool = False,
     ) -> None:
         self._up = uploader
         url = str(getattr(uploader, "url", "") or type(uploader).__name__)
@@ -70,7 +72,8 @@ class UploadManager:
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
         self._bytes_skipped = 0
-        self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
+        self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0, SKIPPED: 0}
+        self._superseded = SupersededSets(skip_superseded)  # `--upload-policy last`
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
@@ -106,19 +109,21 @@ class UploadManager:
     def submit(self, checkpoint: Checkpoint) -> "Future[SetOutcome]":
         """Journal the checkpoint's files and hand the set to the executor; never blocks on the
         network. The future resolves when the set is verified, failed, or left to a resume."""
+        keys, nbytes = [self._set_key(checkpoint)], 0
         with self._lock:
             for f in checkpoint.files:
                 st = os.stat(f.path)
-                key = self.key_for(f.relpath)
-                self._journal.queue(key, f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
-                self._keys.add(key)
-                self._bytes_total += st.st_size
-                self._files_total += 1
-            self._journal.add_set(self._set_key(checkpoint), checkpoint)
-            self._keys.add(self._set_key(checkpoint))
-            self._set_keys.add(self._set_key(checkpoint))
+                keys.append(self.key_for(f.relpath))
+                self._journal.queue(keys[-1], f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+                nbytes += st.st_size
+            self._bytes_total += nbytes
+            self._files_total += len(checkpoint.files)
+            self._journal.add_set(keys[0], checkpoint)
+            self._keys.update(keys)
+            self._set_keys.add(keys[0])
+        ticket = self._superseded.submitted(keys, nbytes, len(checkpoint.files), step_of(checkpoint))
         # Outside the lock: an executor may run the task inline (the task takes the lock too).
-        future = self._pool.submit(self._upload_set, checkpoint)
+        future = self._pool.submit(self._upload_set, checkpoint, ticket)
         with self._lock:
             self._futures.add(future)
         future.add_done_callback(self._forget_future)  # at once if it is done already
@@ -192,7 +197,8 @@ class UploadManager:
         with self._lock:
             return UploadProgress(self._bytes_done, self._bytes_total, self._files_done, self._files_total,
                                   self._skipped, self._bytes_skipped, self._sets_ended[VERIFIED],
-                                  self._sets_ended[FAILED], seconds=seconds, limiter_wait=waited)
+                                  self._sets_ended[FAILED], seconds=seconds, limiter_wait=waited,
+                                  sets_skipped=self._sets_ended[SKIPPED])
 
     def _pay(self, nbytes: int) -> None:
         """Wait for the rate limit's tokens for `nbytes`; closing cuts the wait short."""
@@ -204,15 +210,19 @@ class UploadManager:
         with self._lock:
             self._bytes_done += nbytes
 
-    def _upload_set(self, cp: Checkpoint) -> SetOutcome:
+    def _upload_set(self, cp: Checkpoint, ticket: int = 0) -> SetOutcome:
         """One set at a time per set key: a set submitted again while it uploads (resumed, then
         rewritten by the training) waits, then finds its unchanged files already verified."""
         set_key = self._set_key(cp)
         with self._lock:
             set_lock = self._set_locks.setdefault(set_key, threading.Lock())
         try:
-            with set_lock, self._meter.busy():
-                state = self._upload_set_locked(cp, set_key)
+            superseded = self._superseded.starting(ticket)
+            if superseded is not None:
+                state = self._skip(cp, set_key, superseded)
+            else:
+                with set_lock, self._meter.busy():
+                    state = self._upload_set_locked(cp, set_key)
             if state in self._sets_ended:
                 with self._lock:
                     self._sets_ended[state] += 1
@@ -220,6 +230,17 @@ class UploadManager:
         except Exception:  # a bug or a vanished run directory: logged, the set stays for a resume
             log.exception("upload of checkpoint %s stopped", cp.name)
             return SetOutcome(set_key, QUEUED)
+        finally:
+            self._superseded.ended(ticket)
+
+    def _skip(self, cp: Checkpoint, set_key: str, queued: QueuedSet) -> str:
+        """A newer set was queued before this one's upload began (superseded.py): never sent."""
+        self._journal.skip(set_key if set_key in queued.keys else None, queued.keys - {set_key})
+        log.info("checkpoint %s skipped: a newer one was complete before its upload began", cp.name)
+        with self._lock:
+            self._bytes_total -= queued.nbytes
+            self._files_total -= queued.nfiles
+        return SKIPPED
 
     def _upload_set_locked(self, cp: Checkpoint, set_key: str) -> str:
         entries = []
@@ -349,7 +370,7 @@ class UploadManager:
             keys, set_keys = set(self._keys), set(self._set_keys)
         states = self._journal.states(keys)
         return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified,
-                           sets=self._journal.set_states(set_keys))
+                           sets=self._journal.set_states(set_keys), progress=self.progress())
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in

@@ -37,6 +37,9 @@ class DrainReport:
     verified: tuple[str, ...] = field(default=())
     sets: JournalStates = field(default=JournalStates((), (), ()))
     """The same for whole checkpoint sets (by set key), which is what a person counts."""
+    progress: Optional["UploadProgress"] = field(default=None, compare=False)
+    """The manager's counts then: bytes sent, seconds in flight, rate, waits on the rate limit (a
+    snapshot of counters, not of the journal: left out when reports are compared)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class UploadProgress:
     """Seconds during which some upload was in flight (the link idles between checkpoints)."""
     limiter_wait: float = 0.0
     """Seconds the uploads waited on the rate limit (summed over workers: may exceed `seconds`)."""
+    sets_skipped: int = 0
+    """Sets never sent: a newer one was queued before their upload began (`--upload-policy last`)."""
 
     @property
     def files_sent(self) -> int:
