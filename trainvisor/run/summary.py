@@ -54,14 +54,15 @@ class UploadTotals:
 
     @classmethod
     def from_report(cls, destination: str, report) -> "UploadTotals":
-        """From an upload manager's `DrainReport`; the destination as a message may show it."""
-        p = report.progress
+        """From an upload manager's `DrainReport`; the destination as a message may show it. A
+        report without progress or skipped sets (another drainer's) leaves those fields at 0."""
+        p, skipped = getattr(report, "progress", None), tuple(getattr(report.sets, "skipped", ()))
         timing = {} if p is None else dict(bytes_sent=p.bytes_sent, seconds=round(p.seconds, 3),
                                            rate=round(p.rate, 1), limiter_wait=round(p.limiter_wait, 3))
         return cls(destination=mask_url(destination), sets_verified=len(report.sets.verified),
                    sets_pending=len(report.sets.pending), sets_failed=len(report.sets.failed),
                    verified=tuple(report.verified), pending=tuple(report.pending), failed=tuple(report.failed),
-                   sets_skipped=len(report.sets.skipped), skipped=tuple(report.sets.skipped), **timing)
+                   sets_skipped=len(skipped), skipped=skipped, **timing)
 
     @property
     def complete(self) -> bool:
