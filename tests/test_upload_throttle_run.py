@@ -5,6 +5,7 @@ says what the uploads cost in time."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -80,3 +81,27 @@ def test_a_rate_limited_run_reports_its_upload_rate_and_its_wait(tmp_path):
     assert 0.9 * (3 * MiB / limit - burst) <= uploads.limiter_wait <= uploads.seconds * 1.05
     line = next(s for s in proc.stderr.splitlines() if "waited on the rate limit" in s)
     assert line.strip().startswith("3.1 MB sent in ") and "MB/s)" in line
+
+
+def test_a_rate_that_is_not_one_is_a_one_line_error_naming_the_flag(tmp_path):
+    run = subprocess.run(TRAINVISOR + ["run", "--upload-rate-limit", "fast", "--", "true"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stderr) == (2, "trainvisor: --upload-rate-limit: upload.rate_limit: must be a rate "
+                                               "such as 50MB/s, 800KiB/s or 1.5GB/s (0: unlimited) (got 'fast')\n")
+    (tmp_path / "c.yaml").write_text("upload:\n  rate_limit: 5 MB a second\n")
+    run = subprocess.run(TRAINVISOR + ["run", "--config", "c.yaml", "--", "true"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stderr.startswith("trainvisor: c.yaml:2: upload.rate_limit: must be a rate")
+    assert run.stderr.count("\n") == 1
+
+
+def test_trainvisor_upload_holds_its_rate_limit_and_says_how_long_it_waited(tmp_path):
+    (tmp_path / "w.pt").write_bytes(os.urandom(2 * MiB))
+    argv = TRAINVISOR + ["upload", "w.pt", "--to", f"file://{tmp_path / 'dest'}", "--rate-limit", "4MiB/s"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "dest" / "w.pt").read_bytes() == (tmp_path / "w.pt").read_bytes()
+    said = proc.stderr.strip().splitlines()[-1]  # uploaded 1 file(s), 2.1 MB, in 0.5 s; 0.4 s waited on --rate-limit
+    seconds, waited = (float(x) for x in re.findall(r"([\d.]+) s\b", said))
+    assert said.startswith("uploaded 1 file(s), 2.1 MB, in ") and said.endswith(" s waited on --rate-limit")
+    assert seconds >= 0.95 * (0.5 - 0.1) and 0.9 * (0.5 - 0.1) <= waited <= seconds + 0.05
