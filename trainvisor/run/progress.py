@@ -60,7 +60,9 @@ def drain_showing_progress(manager, timeout: Optional[float], out: Optional[Text
             line = prefix + format_progress(p.bytes_done, p.bytes_total, clock() - start, p.files_done, p.files_total)
             out.write(f"\r{line}\x1b[K" if tty else line + "\n")
             out.flush()
-        if not report.pending or clock() >= min(deadline, until() if until is not None else deadline):
+        # Sets too: a set's last file (its manifest) is journaled verified a moment before the set is.
+        done = not (report.pending or report.sets.pending)
+        if done or clock() >= min(deadline, until() if until is not None else deadline):
             break
     if tty:
         out.write("\n")
