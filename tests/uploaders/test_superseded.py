@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import boto3
 import pytest
@@ -123,3 +124,40 @@ def test_a_set_found_late_with_an_older_step_does_not_displace_the_newest():
     by_epoch = mixed.submitted({"a"}, 1, 1, ("epoch", 3.0))
     by_name = mixed.submitted({"b"}, 1, 1, None)
     assert mixed.starting(by_epoch) is not None and mixed.starting(by_name) is None
+
+
+class GatedStore(LocalUploader):
+    """A real file:// store whose first upload waits for the test's word: an upload in flight."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def upload(self, local_path, key, *, progress=None):
+        if not self.started.is_set():
+            self.started.set()
+            self.go.wait(30)
+        return super().upload(local_path, key, progress=progress)
+
+
+def test_an_upload_in_flight_is_finished_and_a_set_written_again_replaces_its_queued_version(tmp_path):
+    store = GatedStore(str(tmp_path / "store"))
+    folder = tmp_path / "ckpt"
+    with UploadManager(store, run_dir=str(tmp_path / "run"), run_id="r1", concurrency=1, skip_superseded=True) as m:
+        first = m.submit(_snapshot(folder, 1))
+        assert store.started.wait(30)
+        last = folder / "last.ckpt"
+        cp = Checkpoint(name="last.ckpt", files=(CheckpointFile(str(last), "last.ckpt"),), iteration=None, epoch=None,
+                        root=str(folder), framework="pytorch")
+        last.write_bytes(b"first state")
+        older = m.submit(cp)
+        last.write_bytes(b"second state, written before the first was sent")
+        newer = m.submit(cp)
+        store.go.set()
+        report = m.drain(30)
+        progress = m.progress()
+    assert [f.result().state for f in (first, older, newer)] == [VERIFIED, SKIPPED, VERIFIED]
+    assert (tmp_path / "store" / "r1" / "last.ckpt").read_bytes() == b"second state, written before the first was sent"
+    # The same set queued again is not a set skipped: the journal and the counts hold it verified.
+    assert report.sets.verified == ("r1/last.ckpt.manifest.json", "r1/model_step_1.pt.manifest.json")
+    assert report.sets.skipped == () and progress.sets_skipped == 0 and report.pending == ()

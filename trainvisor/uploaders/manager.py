@@ -72,7 +72,8 @@ class UploadManager:
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
         self._bytes_skipped = 0
-        self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0, SKIPPED: 0}
+        self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
+        self._sets_skipped = 0
         self._superseded = SupersededSets(skip_superseded)  # `--upload-policy last`
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
@@ -198,7 +199,7 @@ class UploadManager:
             return UploadProgress(self._bytes_done, self._bytes_total, self._files_done, self._files_total,
                                   self._skipped, self._bytes_skipped, self._sets_ended[VERIFIED],
                                   self._sets_ended[FAILED], seconds=seconds, limiter_wait=waited,
-                                  sets_skipped=self._sets_ended[SKIPPED])
+                                  sets_skipped=self._sets_skipped)
 
     def _pay(self, nbytes: int) -> None:
         """Wait for the rate limit's tokens for `nbytes`; closing cuts the wait short."""
@@ -234,12 +235,15 @@ class UploadManager:
             self._superseded.ended(ticket)
 
     def _skip(self, cp: Checkpoint, set_key: str, queued: QueuedSet) -> str:
-        """A newer set was queued before this one's upload began (superseded.py): never sent."""
-        self._journal.skip(set_key if set_key in queued.keys else None, queued.keys - {set_key})
+        """A newer set was queued before this one's upload began (superseded.py): never sent. The
+        same set queued again (rewritten) keeps its key: this submission alone is dropped."""
+        replaced = set_key not in queued.keys
+        self._journal.skip(None if replaced else set_key, queued.keys - {set_key})
         log.info("checkpoint %s skipped: a newer one was complete before its upload began", cp.name)
         with self._lock:
             self._bytes_total -= queued.nbytes
             self._files_total -= queued.nfiles
+            self._sets_skipped += 0 if replaced else 1
         return SKIPPED
 
     def _upload_set_locked(self, cp: Checkpoint, set_key: str) -> str:
