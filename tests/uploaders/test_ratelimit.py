@@ -187,3 +187,21 @@ def test_s3_requests_wait_for_their_tokens_before_they_are_sent_and_pay_once(mot
     # bucket's 0.1 s of burst), never all three at once as parts paid after sending would.
     assert len(sent) == 3
     assert all(at >= k * 8 * MiB / rate - 0.1 - 1e-9 for k, at in enumerate(sorted(sent), 1)), sent
+
+
+def test_a_closed_managers_s3_hook_is_gone_so_the_uploader_serves_the_next_one(moto, tmp_path):
+    import boto3
+
+    from trainvisor.uploaders.s3 import S3Uploader
+
+    boto3.client("s3", endpoint_url=moto).create_bucket(Bucket="ckpt")
+    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=moto)
+    src = _file(tmp_path / "ckpt", "model_step_1.pt", MiB)
+    first = SimClock()
+    for run, clock in (("r1", first), ("r2", SimClock())):
+        with UploadManager(up, run_dir=str(tmp_path / run), run_id=run, prefix="p", manifests=False,
+                           limiter=_bucket(8 * MiB, clock), clock=clock) as m:
+            m.submit(_checkpoint(src))
+            assert m.drain(60).verified == (f"p/{run}/model_step_1.pt",)  # not cancelled by r1's closed hook
+        assert clock.now == pytest.approx(1 / 8)  # each paid its own bytes, once
+    assert first.now == pytest.approx(1 / 8)  # nothing of r2's went through r1's bucket

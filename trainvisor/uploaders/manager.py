@@ -82,7 +82,8 @@ class UploadManager:
         self._meter = UploadMeter(clock)
         # One bucket for every destination of the run; S3 pays before each request, others after each chunk.
         self._limiter = limiter
-        self._prepaid = limiter is not None and pace_requests(uploader, self._pay)
+        self._unpace = pace_requests(uploader, self._pay) if limiter is not None else None
+        self._prepaid = self._unpace is not None
         self._lock = threading.Lock()
         self._futures: set[Future] = set()
         self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
@@ -385,6 +386,8 @@ class UploadManager:
         for f in futures:
             f.cancel()
         _done, running = wait(futures, timeout=timeout)
+        if self._unpace is not None:  # the uploader may serve another manager: no hook of this one left
+            self._unpace()
         if self._own_pool:  # joined when idle, so no worker thread outlives close()
             self._pool.shutdown(wait=not running, cancel_futures=True)
         if running:

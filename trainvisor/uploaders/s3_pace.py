@@ -9,20 +9,21 @@ one concern. A request botocore sends again after a network error pays again: it
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 __all__ = ["pace_requests"]
 
 _OPERATIONS = ("PutObject", "UploadPart")
 
 
-def pace_requests(uploader: object, take: Callable[[int], object]) -> bool:
+def pace_requests(uploader: object, take: Callable[[int], object]) -> Optional[Callable[[], None]]:
     """Make `uploader`'s data requests call `take(bytes)` before they are sent, when it is an
-    S3Uploader (its module already loaded: one was built). False for any other store: its bytes
-    are paid through the upload's progress callback instead."""
+    S3Uploader (its module already loaded: one was built); the function that undoes it (a closed
+    manager's hook must not outlive it: the uploader may serve another). None for any other
+    store: its bytes are paid through the upload's progress callback instead."""
     s3 = sys.modules.get("trainvisor.uploaders.s3")
     if s3 is None or not isinstance(uploader, s3.S3Uploader):
-        return False
+        return None
 
     def before_send(request, **_kwargs) -> None:
         length = request.headers.get("Content-Length")
@@ -30,6 +31,12 @@ def pace_requests(uploader: object, take: Callable[[int], object]) -> bool:
         return None  # no response of ours: botocore sends the request
 
     events = uploader._client.meta.events  # the adapter's boto3 client, shared by its part workers
-    for operation in _OPERATIONS:
-        events.register(f"before-send.s3.{operation}", before_send, unique_id=f"trainvisor-pace-{operation}")
-    return True
+    hooks = [(f"before-send.s3.{op}", f"trainvisor-pace-{op}-{id(before_send)}") for op in _OPERATIONS]
+    for event, unique_id in hooks:
+        events.register(event, before_send, unique_id=unique_id)
+
+    def unpace() -> None:
+        for event, unique_id in hooks:
+            events.unregister(event, unique_id=unique_id)
+
+    return unpace
