@@ -108,7 +108,7 @@ def test_three_workers_sharing_the_bucket_get_the_rate_within_10_percent_in_ever
             with lock:
                 grants.append((clock(), chunk))
 
-    threads = [threading.Thread(target=worker, args=(c,)) for c in (MiB, 4 * MiB, 256 << 10)]
+    threads = [threading.Thread(target=worker, args=(c,)) for c in (MiB, 2 * MiB, 256 << 10)]
     for t in threads:
         t.start()
     for t in threads:
