@@ -95,6 +95,26 @@ def test_a_large_take_is_paid_in_slices_so_a_small_one_waits_one_slice_not_the_w
     assert clock.now == pytest.approx(65 * one_slice)
 
 
+def test_a_whole_take_holds_its_turn_so_requests_leave_one_after_another():
+    clock = SimClock()
+    turns: list[tuple[str, float]] = []  # who slept off a debt, and how long: one turn each
+
+    def sleep(seconds: float) -> None:  # while the first request's tokens come, a second queues
+        turns.append((threading.current_thread().name, seconds))
+        clock.sleep(seconds)
+        if clock.sleeps == 1:
+            second.start()
+            wait_for(lambda: bucket.queued == 2, 10, "the second request queued behind the first")
+
+    bucket = TokenBucket(8 * MiB, clock=clock, sleep=sleep)
+    second = threading.Thread(target=bucket.take, args=(8 * MiB,), kwargs={"whole": True}, name="second")
+    bucket.take(8 * MiB, whole=True)
+    second.join()
+    # Sliced, the two would have taken 0.05 s turns in alternation and both ended near 2 s.
+    assert turns == [("MainThread", pytest.approx(1.0)), ("second", pytest.approx(1.0))]
+    assert clock.now == pytest.approx(2.0)
+
+
 def test_three_workers_sharing_the_bucket_get_the_rate_within_10_percent_in_every_10_seconds():
     clock = SimClock()
     rate = 8 * MiB
@@ -183,10 +203,9 @@ def test_s3_requests_wait_for_their_tokens_before_they_are_sent_and_pay_once(mot
     assert report.verified == ("p/r1/model_step_1.pt",)
     assert clock.now == pytest.approx(24 * MiB / rate, rel=0.01)  # paid once, not again by the progress callback
     assert p.limiter_wait >= clock.now * 0.99
-    # A part left only once its 8 MiB were granted: the k-th to leave, at k s or later (less the
-    # bucket's 0.1 s of burst), never all three at once as parts paid after sending would.
-    assert len(sent) == 3
-    assert all(at >= k * 8 * MiB / rate - 0.1 - 1e-9 for k, at in enumerate(sorted(sent), 1)), sent
+    # A part left only once its 8 MiB were granted, whole: one after another at 1, 2 and 3 s, not
+    # all three at once (paid after sending), nor all at 3 s (granted in slices round-robin).
+    assert sorted(sent) == pytest.approx([1.0, 2.0, 3.0], rel=0.01)
 
 
 def test_a_closed_managers_s3_hook_is_gone_so_the_uploader_serves_the_next_one(moto, tmp_path):

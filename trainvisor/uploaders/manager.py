@@ -15,6 +15,7 @@ import random
 import threading
 import time
 from concurrent.futures import Executor, Future, wait
+from functools import partial
 from typing import Callable, Optional
 
 from ..defaults import UPLOAD_CONCURRENCY
@@ -71,19 +72,17 @@ class UploadManager:
         self._delete = delete_after_upload
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
-        self._bytes_skipped = 0
+        self._bytes_skipped = self._sets_skipped = 0
         self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
-        self._sets_skipped = 0
         self._superseded = SupersededSets(skip_superseded)  # `--upload-policy last`
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
         self._clock = clock
         self._meter = UploadMeter(clock)
-        # One bucket for every destination of the run; S3 pays before each request, others after each chunk.
+        # One bucket for all the run's destinations: S3 pays each request before it is sent, others each chunk sent.
         self._limiter = limiter
-        self._unpace = pace_requests(uploader, self._pay) if limiter is not None else None
-        self._prepaid = self._unpace is not None
+        self._unpace = pace_requests(uploader, partial(self._pay, whole=True)) if limiter is not None else None
         self._lock = threading.Lock()
         self._futures: set[Future] = set()
         self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
@@ -202,11 +201,13 @@ class UploadManager:
                                   self._sets_ended[FAILED], seconds=seconds, limiter_wait=waited,
                                   sets_skipped=self._sets_skipped)
 
-    def _pay(self, nbytes: int) -> None:
+    def _pay(self, nbytes: int, whole: bool = False) -> None:
         """Wait for the rate limit's tokens for `nbytes`; closing cuts the wait short."""
-        self._meter.waited(self._limiter.take(nbytes, cancelled=self._stopping.is_set))  # type: ignore[union-attr]
+        self._meter.waited(self._limiter.take(nbytes, cancelled=self._stopping.is_set,  # type: ignore[union-attr]
+                                              whole=whole))
         if self._stopping.is_set():
             raise UploadCancelled()
+
 
     def _count(self, nbytes: int) -> None:
         with self._lock:
@@ -336,7 +337,7 @@ class UploadManager:
                 raise UploadCancelled()
             sent[0] += n
             self._count(n)
-            if self._limiter is not None and not self._prepaid:
+            if self._limiter is not None and self._unpace is None:  # not paid before sending
                 self._pay(n)
 
         before = os.stat(path)

@@ -5,7 +5,8 @@ throttling for).
 
 Fair: tokens are handed out in slices of at most `slice_bytes`, first come first served; a large
 take queues again after each slice, so a small upload waits behind one slice per other waiter,
-never behind a whole 8 GB file, and no upload starves.
+never behind a whole 8 GB file, and no upload starves. An S3 request takes its turn whole (one
+part, 8 MiB by default): a waiter then waits behind at most one request per sender.
 
 Accurate: the bucket starts empty and keeps at most `burst` seconds of tokens while nobody takes
 any, so over any window of T seconds at most rate x (T + burst) bytes are granted. Where the
@@ -72,12 +73,15 @@ class TokenBucket:
         with self._cond:
             return self._next_ticket - self._serving
 
-    def take(self, n: int, *, cancelled: Optional[Callable[[], bool]] = None) -> float:
+    def take(self, n: int, *, cancelled: Optional[Callable[[], bool]] = None, whole: bool = False) -> float:
         """Wait until `n` bytes are granted, slice by slice, in turn with the other takers.
-        `cancelled`, asked between slices, ends the wait early (the caller stops its upload)."""
+        `cancelled`, asked between slices, ends the wait early (the caller stops its upload).
+        `whole`: one turn for all `n` (a request about to be sent, at most a part: its bytes
+        leave together, so the parts of one upload go out one after another at the rate rather
+        than all granted at once after sharing the slices round-robin)."""
         waited = 0.0
         while n > 0 and not (cancelled is not None and cancelled()):
-            piece = min(n, self.slice_bytes)
+            piece = n if whole else min(n, self.slice_bytes)
             waited += self._take_slice(piece)
             n -= piece
         return waited
