@@ -83,6 +83,12 @@ def test_a_stale_run_is_503_and_the_backlog_counts_sets_handed_over_not_yet_uplo
     assert health_of(_status(child="stopping"), max_metric_age=None, since_start=0)[0] == 200
 
 
+def test_sets_skipped_as_superseded_are_no_upload_backlog():
+    """`--upload-policy last`: 8 of 10 sets skipped in the queue are done with, not waiting."""
+    status = _status(seconds_since_metric=1.0, checkpoints_complete=10, uploads_verified=2, uploads_skipped=8)
+    assert health_of(status, max_metric_age=None, since_start=0)[1]["upload_backlog"] == 0
+
+
 def test_with_the_prometheus_sink_healthz_is_served_on_its_port_beside_metrics(tmp_path):
     seen = {}
 

@@ -45,3 +45,21 @@ def test_the_wait_ends_at_the_timeout_with_the_files_pending():
     assert uploads.now == 7.0 and report.pending == ("r1/a.pt", "r1/b.pt")
     assert out.getvalue().splitlines() == ["50.0 MB / 100.0 MB  10.0 MB/s  ETA 0:05  1/2 files",
                                            "70.0 MB / 100.0 MB  10.0 MB/s  ETA 0:03  1/2 files"]
+
+
+class SetJournaledLast(ScriptedUploads):
+    """Every file verified at 10 s, the set itself 0.2 s later: the moment between a manifest's
+    row and its set's, which a drain must not take for the end."""
+
+    def drain(self, timeout: float) -> DrainReport:
+        from trainvisor.uploaders.journal import JournalStates
+
+        report = super().drain(timeout)
+        open_sets = ("r1/net.manifest.json",) if self.now < 10.2 else ()
+        return DrainReport(pending=report.pending, sets=JournalStates(verified=(), pending=open_sets, failed=()))
+
+
+def test_the_wait_goes_on_until_the_sets_are_journaled_too():
+    uploads = SetJournaledLast()
+    report = drain_showing_progress(uploads, 600, Terminal(), clock=lambda: uploads.now)
+    assert uploads.now == 10.2 and report.sets.pending == ()

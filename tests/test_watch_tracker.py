@@ -174,10 +174,12 @@ CASES = [
         Step(0.3, FileChanged(PT), {PT: (2, 2)}),
         Step(0.4, FileClosed(PT)),    # skipped once, skipped for good
     ], policy=parse_policy("every-2")),
-    Case("policy_last_hands_over_only_the_newest_at_finish", [
-        Step(0.0, FileClosed(PT), {PT: (1, 1)}),
-        Step(0.1, FileClosed(PT2), {PT2: (1, 1)}),
-    ], finish=["model_step_20.pt"], policy=UploadPolicy("last")),
+    # `last` no longer waits for the end (a killed node lost every checkpoint): each set goes as it
+    # completes, and the upload queue skips the superseded ones (tests/uploaders/test_superseded.py).
+    Case("policy_last_hands_over_each_set_as_it_completes", [
+        Step(0.0, FileClosed(PT), {PT: (1, 1)}, handed=["model_step_10.pt"]),
+        Step(0.1, FileClosed(PT2), {PT2: (1, 1)}, handed=["model_step_20.pt"]),
+    ], policy=UploadPolicy("last")),
     Case("policy_epoch_end_uses_iterations_per_epoch", [
         Step(0.0, FileClosed(PT), {PT: (1, 1)}),
         Step(0.1, FileClosed(PT2), {PT2: (1, 1)}, handed=["model_step_20.pt"]),

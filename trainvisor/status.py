@@ -44,6 +44,8 @@ class RunStatus:
     uploads_verified: int = 0
     uploads_failed: int = 0
     upload_bytes: int = 0
+    uploads_skipped: int = 0
+    """Sets never sent: superseded in the queue (`--upload-policy last`); no backlog."""
     node: Optional[int] = None
     """This machine's index in a multi-node run (`identity.NodeIdentity`); None on one machine."""
     process_rank: Optional[int] = None
@@ -54,7 +56,8 @@ class RunStatus:
 def health_of(status: RunStatus, *, max_metric_age: Optional[float], since_start: float) -> tuple[int, dict]:
     """The HTTP status and the body for one snapshot (pure: the tests' cases are RunStatus values).
     `since_start`: seconds since the server started, the age to judge before the first metric."""
-    backlog = max(0, status.checkpoints_complete - status.uploads_verified - status.uploads_failed)
+    backlog = max(0, status.checkpoints_complete - status.uploads_verified - status.uploads_failed
+                  - status.uploads_skipped)
     age = status.seconds_since_metric
     body = {"child": status.child, "attempt": status.attempt, "pid": status.pid,
             "seconds_since_metric": None if age is None else round(age, 3),

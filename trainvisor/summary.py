@@ -37,12 +37,7 @@ def format_summary(summary) -> str:
     table = getattr(s, "table", ())
     lines += _table_lines(table) if table else _metric_lines(s.last_metrics)
     if s.uploads is not None:
-        u = s.uploads
-        lines.append(f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
-                     f"{u.sets_failed} failed ({len(u.verified)} objects verified)")
-        if getattr(u, "deleted", ()):  # retention (--keep-last, --keep-best): the newest names
-            more = f" ... and {len(u.deleted) - DELETED_NAMES} more" if len(u.deleted) > DELETED_NAMES else ""
-            lines.append(f"  deleted from store {len(u.deleted)} set(s): {', '.join(u.deleted[-DELETED_NAMES:])}{more}")
+        lines += _upload_lines(s.uploads)
     lines += _sink_lines(getattr(s, "sinks", ()))
     followed = getattr(s, "followed", None)
     if followed is not None:
@@ -123,6 +118,21 @@ def _unparsed_lines(unparsed: int, binary: int) -> list[str]:
         lines.append(f"  NOT PARSED     {unparsed} bytes: parsing fell too far behind (they were passed through)")
     if binary:
         lines.append(f"  NOT PARSED     {binary} bytes that looked binary (passed through unchanged)")
+    return lines
+
+
+def _upload_lines(u) -> list[str]:
+    """The destination's sets by outcome, then what its uploads cost in time when any were sent."""
+    from .run.progress import throughput_text
+
+    skipped = f", {u.sets_skipped} skipped (superseded)" if u.sets_skipped else ""
+    lines = [f"  uploads        {u.destination}: {u.sets_verified} sets verified, {u.sets_pending} pending, "
+             f"{u.sets_failed} failed{skipped} ({len(u.verified)} objects verified)"]
+    if u.bytes_sent:
+        lines.append(f"                 {throughput_text(u.bytes_sent, u.seconds, u.limiter_wait)}")
+    if getattr(u, "deleted", ()):  # retention (--keep-last, --keep-best): the newest names
+        more = f" ... and {len(u.deleted) - DELETED_NAMES} more" if len(u.deleted) > DELETED_NAMES else ""
+        lines.append(f"  deleted from store {len(u.deleted)} set(s): {', '.join(u.deleted[-DELETED_NAMES:])}{more}")
     return lines
 
 

@@ -41,6 +41,8 @@ class UploadReport:
     failed: tuple[str, ...]
     pending: tuple[str, ...]
     seconds: float
+    limiter_wait: float = 0.0
+    """Seconds the uploads waited on `rate_limit` (summed over workers)."""
 
     @property
     def ok(self) -> bool:
@@ -78,6 +80,7 @@ def upload(
     progress: Optional[TextIO] = None,
     quiet: bool = False,
     clock: Callable[[], float] = time.monotonic,
+    rate_limit: "str | float" = 0,
 ) -> UploadReport:
     """Upload `paths` (files, or directories: their files) to `to` (file:///path,
     s3://bucket/prefix, kodo://bucket/prefix; or a `Destination` read already) once, verified.
@@ -86,7 +89,8 @@ def upload(
     path. `retries`: per file, on retryable errors (backoff up to 30 s). `credentials`: a
     KEY=value file whose keys win over the environment. `run_dir`: journal, resume records and
     the log (default: ./trainvisor-runs/upload-<hash>). `progress`: a stream to show bytes, rate
-    and ETA on. `quiet`: warnings go only to the run log, not to stderr.
+    and ETA on. `quiet`: warnings go only to the run log, not to stderr. `rate_limit`: bytes per
+    second for all files together (`50MB/s`, or a number; 0: unlimited).
 
     ConfigError (one line) for a bad URL, path or option; an unusable destination raises from
     its check (a probe object) before anything is sent. A file that fails for good is in
@@ -97,6 +101,10 @@ def upload(
         raise ConfigError(f"upload(concurrency=...) must be a whole number from 1 to 64, got {concurrency!r}")
     if not _whole(retries) or retries < 0:
         raise ConfigError(f"upload(retries=...) must be a whole number, 0 or more, got {retries!r}")
+    try:
+        limiter = _limiter(rate_limit)
+    except ValueError as exc:
+        raise ConfigError(f"upload(rate_limit=...): {exc}") from None
     files = list(files_to_upload([paths] if isinstance(paths, (str, os.PathLike)) else paths))
     if not files:
         raise ConfigError("nothing to upload: the given directories are empty")
@@ -107,9 +115,17 @@ def upload(
     logging_ = RunLogging.start(rd, quiet=quiet)
     try:
         return _send(dest, files, rd, prefix=dest.prefix if prefix is None else prefix.strip("/"),
-                     concurrency=concurrency, retries=retries, credentials=credentials, progress=progress, clock=clock)
+                     concurrency=concurrency, retries=retries, credentials=credentials, progress=progress, clock=clock,
+                     limiter=limiter)
     finally:
         logging_.close()
+
+
+def _limiter(rate_limit: "str | float"):
+    from ..uploaders.ratelimit import TokenBucket, parse_rate
+
+    rate = parse_rate(rate_limit)
+    return TokenBucket(rate) if rate > 0 else None
 
 
 def _whole(n: object) -> bool:
@@ -118,7 +134,7 @@ def _whole(n: object) -> bool:
 
 def _send(dest: Destination, files: list[CheckpointFile], rd: Path, *, prefix: str, concurrency: int,
           retries: int, credentials: Optional[str], progress: Optional[TextIO],
-          clock: Callable[[], float]) -> UploadReport:
+          clock: Callable[[], float], limiter=None) -> UploadReport:
     """Open, check (a probe), submit every file as a set of its own, wait until nothing is pending."""
     from ..run.progress import drain_showing_progress
     from ..uploaders import open_uploader
@@ -126,7 +142,8 @@ def _send(dest: Destination, files: list[CheckpointFile], rd: Path, *, prefix: s
 
     uploader = open_uploader(dest.url, state_dir=str(rd), credentials=credentials)
     manager = UploadManager(uploader, run_dir=str(rd), run_id="", prefix=prefix, key_template=FILE_KEYS,
-                            concurrency=concurrency, manifests=False, retry=RetryPolicy(attempts=retries + 1))
+                            concurrency=concurrency, manifests=False, retry=RetryPolicy(attempts=retries + 1),
+                            limiter=limiter)
     try:
         manager.preflight()
         start = clock()
@@ -140,4 +157,4 @@ def _send(dest: Destination, files: list[CheckpointFile], rd: Path, *, prefix: s
         manager.close()
     return UploadReport(destination=dest.shown, run_dir=str(rd), files_sent=p.files_sent, bytes_sent=p.bytes_sent,
                         files_skipped=p.files_skipped, bytes_skipped=p.bytes_skipped, verified=report.verified,
-                        failed=report.failed, pending=report.pending, seconds=seconds)
+                        failed=report.failed, pending=report.pending, seconds=seconds, limiter_wait=p.limiter_wait)

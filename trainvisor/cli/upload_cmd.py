@@ -19,6 +19,16 @@ from ..run.progress import human_bytes
 __all__ = ["upload", "files_to_upload"]
 
 
+def _rate(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from ..uploaders.ratelimit import parse_rate
+
+    try:
+        parse_rate(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.command("upload")
 @click.argument("paths", metavar="PATH...", nargs=-1, required=True, type=click.Path())
 @click.option("--to", "url", required=True, metavar="URL",
@@ -32,21 +42,25 @@ __all__ = ["upload", "files_to_upload"]
               help="Retries per file on retryable errors (backoff up to 30 s); run the command again to resume.")
 @click.option("--credentials", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...); wins over the environment.")
+@click.option("--rate-limit", default="0", show_default=True, metavar="RATE", callback=_rate,
+              help="Bytes per second for all files together (50MB/s, 800KiB/s); 0: unlimited.")
 @click.option("--progress/--no-progress", default=None,
               help="Show bytes, rate and ETA (default: when stderr is a terminal).")
 def upload(paths: tuple[str, ...], url: str, run_dir: Optional[str], concurrency: int, retries: int,
-           credentials: Optional[str], progress: Optional[bool]) -> None:
+           credentials: Optional[str], progress: Optional[bool], rate_limit: str) -> None:
     """Upload files or directories once, verified, resumable after a crash."""
     from ..calls.uploads import upload as upload_files
     from ..uploaders.destinations import parse_destination
 
     show = sys.stderr.isatty() if progress is None else progress
     report = upload_files(paths, to=parse_destination(url, setting="--to"), run_dir=run_dir, concurrency=concurrency,
-                          retries=retries, credentials=credentials, progress=sys.stderr if show else None)
+                          retries=retries, credentials=credentials, progress=sys.stderr if show else None,
+                          rate_limit=rate_limit)
     # What was sent, and apart from it what the store already held: a rerun that sends nothing says so.
     skipped = f"; {report.files_skipped} already in the store, verified, not sent" if report.files_skipped else ""
+    waited = f"; {report.limiter_wait:.1f} s waited on --rate-limit" if report.limiter_wait >= 0.05 else ""
     click.echo(f"uploaded {report.files_sent} file(s), {human_bytes(report.bytes_sent)}, "
-               f"in {report.seconds:.1f} s{skipped}", err=True)
+               f"in {report.seconds:.1f} s{skipped}{waited}", err=True)
     for key in report.failed:
         click.echo(f"trainvisor: upload failed: {key} (details in {report.run_dir}/train.log)", err=True)
     if report.failed:

@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Mapping, Optional
 from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
-from .settings import (at_least, finite_non_negative, globs, non_negative, one_of, positive, rank_selection,
-                       resume_template, setting, share, stop_rules, upload_policy, best_by_metric)
+from .settings import (at_least, best_by_metric, byte_rate, finite_non_negative, globs, non_negative, one_of,
+                       positive, rank_selection, resume_template, setting, share, stop_rules, upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -166,6 +166,9 @@ class UploadConfig(Section):
                                                     "keep_last/keep_best, once a newer set is verified too).")
     concurrency: int = setting(defaults.UPLOAD_CONCURRENCY, check=at_least(1, 64),
                                help="Checkpoint files uploaded at once.")
+    rate_limit: str = setting(defaults.UPLOAD_RATE_LIMIT, check=byte_rate,
+                              help="Bytes per second for all uploads together (50MB/s, 800KiB/s; MB = 10^6 bytes, "
+                                   "MiB = 2^20), shared by every worker and destination; 0: unlimited.")
     credentials: Optional[str] = setting(
         None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
                    "destination; its keys win over the environment. Only the path is kept in the config.")

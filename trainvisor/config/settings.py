@@ -8,9 +8,9 @@ from dataclasses import Field, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["setting", "upload_policy", "rank_selection", "Check", "positive", "non_negative", "finite_non_negative",
-           "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value", "resume_template",
-           "best_by_metric"]
+__all__ = ["setting", "upload_policy", "byte_rate", "rank_selection", "Check", "positive", "non_negative",
+           "finite_non_negative", "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value",
+           "resume_template", "best_by_metric"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
@@ -86,6 +86,17 @@ def one_of(*choices: str) -> Check:
         return "must be one of " + ", ".join(choices)
 
     return check
+
+
+def byte_rate(value: Any) -> Optional[str]:
+    """`50MB/s` and the like (uploaders/ratelimit.py reads it; a deferred import, as for a policy)."""
+    from ..uploaders.ratelimit import RATE_FORMAT, parse_rate
+
+    try:
+        parse_rate(value)
+    except ValueError:
+        return f"must be {RATE_FORMAT}"
+    return None
 
 
 def upload_policy(value: Any) -> Optional[str]:

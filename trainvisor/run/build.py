@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     from ..stoprules import Firing, StopRuleSink
     from ..uploaders.base import Uploader
     from ..uploaders.manager import UploadManager
+    from ..uploaders.ratelimit import TokenBucket
     from ..uploaders.values import BestByValues
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
 
-__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "watch_dirs", "build_stop_rules",
-           "retention_values"]
+__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "build_limiter", "watch_dirs",
+           "build_stop_rules", "retention_values"]
 
 log = logging.getLogger("trainvisor.run")
 
@@ -131,14 +132,26 @@ def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]"
     return open_uploader(cfg.to, state_dir=run_dir, credentials=cfg.credentials)
 
 
+def build_limiter(cfg: UploadConfig) -> "Optional[TokenBucket]":
+    """The run's one upload rate limit (`upload.rate_limit`), None when unlimited: every manager
+    of the run (every destination) is given the same bucket."""
+    from ..uploaders.ratelimit import TokenBucket, parse_rate
+
+    rate = parse_rate(cfg.rate_limit)
+    return TokenBucket(rate) if rate > 0 else None
+
+
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
-                  identity: Optional["NodeIdentity"] = None, values: Optional["BestByValues"] = None) -> "UploadManager":
+                  identity: Optional["NodeIdentity"] = None, values: Optional["BestByValues"] = None,
+                  limiter: "Optional[TokenBucket]" = None, skip_superseded: bool = False) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
     multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
     are `<prefix>/<run>/node-<n>/...`: nodes never overwrite each other. With retention
     (`upload.keep_last`, `keep_best`; `values` from `retention_values`), the deletions a killed
-    attempt began are finished first."""
+    attempt began are finished first. `limiter`: the run's bucket when several managers share it
+    (default: one made from `upload.rate_limit`). `skip_superseded`: `--upload-policy last` (a
+    queued set a newer one replaced is skipped)."""
     from ..uploaders.destinations import key_prefix, run_keys
     from ..uploaders.manager import UploadManager
     from ..uploaders.retention import RetentionPolicy
@@ -148,7 +161,9 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
     keys = run_keys(identity.folder if identity is not None else "")
     manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=keys,
                             concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload,
-                            retention=policy, values=values)
+                            retention=policy, values=values,
+                            limiter=limiter if limiter is not None else build_limiter(cfg),
+                            skip_superseded=skip_superseded)
     try:
         manager.preflight()
         manager.sweep_orphans()  # before anything is sent: what a killed attempt left open

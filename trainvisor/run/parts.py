@@ -110,6 +110,7 @@ class _Parts(_Plugins, _Reporting):
         self.jsonl.set_extra({"attempt": attempt, **self.run.identity.fields()})
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
+        from ..watch.policy import parse_policy
         from .build import build_manager, build_watcher, open_destination, retention_values, watch_dirs
 
         run, cfg = self.run, self.run.config
@@ -122,8 +123,9 @@ class _Parts(_Plugins, _Reporting):
             values = retention_values(cfg.upload, str(run.metrics_path))  # --best-by, from the log
             if values is not None:
                 self.sinks.append(values)
+            last = parse_policy(cfg.watch.policy).skips_superseded
             self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,
-                                         identity=run.identity, values=values)
+                                         identity=run.identity, values=values, skip_superseded=last)
             stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
@@ -304,7 +306,7 @@ class _Parts(_Plugins, _Reporting):
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
             report = self.manager.report()
         log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
-                    else f"the {shutdown.grace:g}s grace")
+                    else f"the {shutdown.grace:g}s grace", destination=cfg.to or "")
         if shutdown.begun and report.pending:
             shutdown.abandon(f"{len(report.sets.pending)} checkpoint set(s) not uploaded within the grace "
                              f"({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "

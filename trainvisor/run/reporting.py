@@ -32,7 +32,8 @@ class _Reporting:
                       seconds_since_metric=None if last is None else max(0.0, time.time() - last))
         if self.manager is not None:
             p = self.manager.progress()
-            counts.update(uploads_verified=p.sets_verified, uploads_failed=p.sets_failed, upload_bytes=p.bytes_sent)
+            counts.update(uploads_verified=p.sets_verified, uploads_failed=p.sets_failed, upload_bytes=p.bytes_sent,
+                          uploads_skipped=p.sets_skipped)
         return counts
 
     def summarise(self, result: "ProcessResult", *, attempts: int) -> RunSummary:

@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..errors import ConfigError
 from ..identity import NodeIdentity
+from ..watch.policy import parse_policy
 from .build import build_manager, open_destination, retention_values
 from .logsetup import RunLogging
 from .progress import log_outcome
@@ -73,12 +74,13 @@ def _finish_uploads(config, run_dir: Path, run_id: str, drain_timeout: Optional[
                                          local_rank=config.run.local_rank)
     metrics = config.sinks.jsonl or str(run_dir / "metrics.jsonl")  # the --best-by values of the run's log
     manager = build_manager(config.upload, uploader, run_dir=str(run_dir), run_id=run_id, identity=identity,
-                            values=retention_values(config.upload, metrics))
+                            values=retention_values(config.upload, metrics),
+                            skip_superseded=parse_policy(config.watch.policy).skips_superseded)
     try:
         manager.recheck_verified()  # the store, not the journal alone, says a set is done
         timeout = config.upload.drain_timeout if drain_timeout is None else drain_timeout
         report = manager.drain(timeout)
     finally:
         manager.close()
-    log_outcome(report, within=f"{timeout:g}s (run `trainvisor resume` again for the rest)")
+    log_outcome(report, within=f"{timeout:g}s (run `trainvisor resume` again for the rest)", destination=config.upload.to or "")
     return UploadTotals.from_report(config.upload.to or "", report)

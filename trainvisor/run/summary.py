@@ -32,8 +32,10 @@ class FaultCount:
 @dataclass(frozen=True)
 class UploadTotals:
     """The uploads of one destination at exit, as the upload journal states them: checkpoint sets
-    and object keys verified, pending (resumed by the next start on this run directory) or failed
-    for good."""
+    and object keys verified, pending (resumed by the next start on this run directory), failed
+    for good or skipped (superseded before their upload began: `--upload-policy last`); and what
+    they cost in time: bytes sent, seconds an upload was in flight, the rate over those seconds,
+    seconds waited on the rate limit."""
 
     destination: str
     sets_verified: int = 0
@@ -44,14 +46,26 @@ class UploadTotals:
     failed: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     """The sets retention deleted from the store (their names), in the order they were."""
+    sets_skipped: int = 0
+    skipped: tuple[str, ...] = ()
+    """The set keys skipped."""
+    bytes_sent: int = 0
+    seconds: float = 0.0
+    rate: float = 0.0
+    limiter_wait: float = 0.0
 
     @classmethod
     def from_report(cls, destination: str, report) -> "UploadTotals":
-        """From an upload manager's `DrainReport`; the destination as a message may show it."""
+        """From an upload manager's `DrainReport`; the destination as a message may show it. A
+        report without progress or skipped sets (another drainer's) leaves those fields at 0."""
+        p, skipped = getattr(report, "progress", None), tuple(getattr(report.sets, "skipped", ()))
+        timing = {} if p is None else dict(bytes_sent=p.bytes_sent, seconds=round(p.seconds, 3),
+                                           rate=round(p.rate, 1), limiter_wait=round(p.limiter_wait, 3))
         return cls(destination=mask_url(destination), sets_verified=len(report.sets.verified),
                    sets_pending=len(report.sets.pending), sets_failed=len(report.sets.failed),
                    verified=tuple(report.verified), pending=tuple(report.pending), failed=tuple(report.failed),
-                   deleted=tuple(getattr(report, "deleted", ())))
+                   deleted=tuple(getattr(report, "deleted", ())),
+                   sets_skipped=len(skipped), skipped=skipped, **timing)
 
     @property
     def complete(self) -> bool:

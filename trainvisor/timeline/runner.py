@@ -175,7 +175,7 @@ class CheckpointForward:
             state = future.result().state
         except BaseException as exc:  # a cancelled or failed upload is an outcome too
             state = f"{type(exc).__name__}: {exc}"
-        if state == "queued":  # the manager stopped before it finished: not an outcome yet
+        if state in ("queued", "skipped"):  # stopped before it finished, or superseded: no upload outcome
             return
         self._out([self._event(checkpoint, "verified", ok=state == "verified",
                                error="" if state == "verified" else state)])

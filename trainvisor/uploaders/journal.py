@@ -1,6 +1,7 @@
 """Durable record of every upload, in SQLite in the run directory.
 
-A file goes queued -> uploading -> verified (or failed). The row keeps the size and mtime_ns the
+A file goes queued -> uploading -> verified (or failed; or skipped, never sent: its set was
+superseded before its upload began, `--upload-policy last`). The row keeps the size and mtime_ns the
 file had when it was queued, so a file that changed is queued again rather than counted done, and
 a restart on the same run directory finds what is unfinished. Each checkpoint set is recorded
 too, until its manifest is verified, so a restart re-submits whole sets: manifests still come
@@ -31,10 +32,11 @@ from ..secrets import mask_url
 from .deletions import DELETIONS_TABLE, DeletionsJournal
 
 __all__ = ["Journal", "JournalEntry", "JournalError", "JournalStates", "JournalOwner", "QUEUED", "UPLOADING",
-           "VERIFIED", "FAILED", "SCHEMA_VERSION", "JOURNAL_FILE"]
+           "VERIFIED", "FAILED", "SKIPPED", "SCHEMA_VERSION", "JOURNAL_FILE"]
 
 QUEUED, UPLOADING, VERIFIED, FAILED = "queued", "uploading", "verified", "failed"
 # UPLOADING also means "the store may hold it already": before sending, the store is asked.
+SKIPPED = "skipped"  # never sent: superseded by a newer set before its upload began (superseded.py)
 
 SCHEMA_VERSION = 2
 """PRAGMA user_version of the journals this trainvisor writes (older ones are adopted: 1 lacks the
@@ -116,6 +118,7 @@ class JournalStates:
     verified: tuple[str, ...]
     pending: tuple[str, ...]
     failed: tuple[str, ...]
+    skipped: tuple[str, ...] = ()
 
 
 class Journal(DeletionsJournal):
@@ -156,7 +159,7 @@ class Journal(DeletionsJournal):
         """Queue `path` for `key`; False when that exact version is already verified or pending."""
         with self._lock:
             row = self._db.execute("SELECT size, mtime_ns, state FROM files WHERE key=?", (key,)).fetchone()
-            if row is not None and row[0] == size and row[1] == mtime_ns and row[2] != FAILED:
+            if row is not None and row[0] == size and row[1] == mtime_ns and row[2] not in (FAILED, SKIPPED):
                 return False
             self._db.execute(
                 "INSERT OR REPLACE INTO files (key, path, size, mtime_ns, state, updated)"
@@ -259,6 +262,16 @@ class Journal(DeletionsJournal):
         with self._lock:
             self._db.execute("UPDATE sets SET state=?, updated=? WHERE set_key=?", (state, time.time(), set_key))
 
+    def skip(self, set_key: Optional[str], keys: Collection[str]) -> None:
+        """Record a set (when given) and its queued files skipped: finished, never to be sent or
+        resumed. A file another set verified or is sending meanwhile keeps its state."""
+        now = time.time()
+        with self._lock:
+            if set_key is not None:
+                self._db.execute("UPDATE sets SET state=?, updated=? WHERE set_key=?", (SKIPPED, now, set_key))
+            self._db.executemany("UPDATE files SET state=?, updated=? WHERE key=? AND state=?",
+                                 [(SKIPPED, now, k, QUEUED) for k in keys])
+
     def unfinished_sets(self) -> list[Checkpoint]:
         """Sets submitted but not finished (manifest not verified, no permanent failure)."""
         with self._lock:
@@ -287,12 +300,12 @@ class Journal(DeletionsJournal):
         """Checkpoint sets by outcome: verified (every file and the manifest), failed, or pending."""
         with self._lock:
             rows = self._db.execute("SELECT set_key, state FROM sets").fetchall()
-        by_state: dict[str, list[str]] = {QUEUED: [], VERIFIED: [], FAILED: []}
+        by_state: dict[str, list[str]] = {QUEUED: [], VERIFIED: [], FAILED: [], SKIPPED: []}
         for key, state in rows:
             if key in set_keys:
                 by_state.setdefault(state, []).append(key)
         return JournalStates(verified=tuple(sorted(by_state[VERIFIED])), pending=tuple(sorted(by_state[QUEUED])),
-                             failed=tuple(sorted(by_state[FAILED])))
+                             failed=tuple(sorted(by_state[FAILED])), skipped=tuple(sorted(by_state[SKIPPED])))
 
     def close(self) -> None:
         with self._lock:

@@ -15,16 +15,22 @@ import random
 import threading
 import time
 from concurrent.futures import Executor, Future, wait
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..defaults import UPLOAD_CONCURRENCY
 from ..checkpoints import Manifest, ManifestEntry
 from ..events import Checkpoint
-from .base import UploadedObject, Uploader, UploadError
+from .base import Uploader, UploadError
 from .outcomes import DrainReport, RetryPolicy, SetOutcome, UploadCancelled, UploadProgress
 from .pool import DaemonThreadPool
+from .sending import ObjectSending
 from .pruning import make_pruner
-from .journal import FAILED, QUEUED, VERIFIED, Journal, JournalOwner
+from .ratelimit import TokenBucket
+from .s3_pace import pace_requests
+from .superseded import QueuedSet, SupersededSets, step_of
+from .throughput import UploadMeter
+from .journal import FAILED, QUEUED, SKIPPED, VERIFIED, Journal, JournalOwner
 from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
 
 if TYPE_CHECKING:
@@ -36,7 +42,7 @@ __all__ = ["UploadManager", "DrainReport", "RetryPolicy", "UploadProgress", "Set
 log = logging.getLogger("trainvisor.upload")
 
 
-class UploadManager:
+class UploadManager(ObjectSending):
     """Bounded-concurrency uploads of checkpoint sets; `key_template` uses prefix, run_id, relpath.
 
     With `manifests=False` (`trainvisor upload`), each set is just its files. `executor` runs one
@@ -64,6 +70,8 @@ class UploadManager:
         clock: Callable[[], float] = time.monotonic,
         retention: Optional["RetentionPolicy"] = None,
         values: Optional["BestByValues"] = None,
+        limiter: Optional[TokenBucket] = None,
+        skip_superseded: bool = False,
     ) -> None:
         self._up = uploader
         url = str(getattr(uploader, "url", "") or type(uploader).__name__)
@@ -74,12 +82,17 @@ class UploadManager:
         self._delete = delete_after_upload
         self._manifests = manifests
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
-        self._bytes_skipped = 0
+        self._bytes_skipped = self._sets_skipped = 0
         self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
+        self._superseded = SupersededSets(skip_superseded)  # `--upload-policy last`
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
         self._clock = clock
+        self._meter = UploadMeter(clock)
+        # One bucket for all the run's destinations: S3 pays each request before it is sent, others each chunk sent.
+        self._limiter = limiter
+        self._unpace = pace_requests(uploader, partial(self._pay, whole=True)) if limiter is not None else None
         self._lock = threading.Lock()
         self._futures: set[Future] = set()
         self._keys: set[str] = set()   # what this manager took on (submitted, resumed): its report
@@ -110,19 +123,21 @@ class UploadManager:
     def submit(self, checkpoint: Checkpoint) -> "Future[SetOutcome]":
         """Journal the checkpoint's files and hand the set to the executor; never blocks on the
         network. The future resolves when the set is verified, failed, or left to a resume."""
+        keys, nbytes = [self._set_key(checkpoint)], 0
         with self._lock:
             for f in checkpoint.files:
                 st = os.stat(f.path)
-                key = self.key_for(f.relpath)
-                self._journal.queue(key, f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
-                self._keys.add(key)
-                self._bytes_total += st.st_size
-                self._files_total += 1
-            self._journal.add_set(self._set_key(checkpoint), checkpoint)
-            self._keys.add(self._set_key(checkpoint))
-            self._set_keys.add(self._set_key(checkpoint))
+                keys.append(self.key_for(f.relpath))
+                self._journal.queue(keys[-1], f.path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+                nbytes += st.st_size
+            self._bytes_total += nbytes
+            self._files_total += len(checkpoint.files)
+            self._journal.add_set(keys[0], checkpoint)
+            self._keys.update(keys)
+            self._set_keys.add(keys[0])
+        ticket = self._superseded.submitted(keys, nbytes, len(checkpoint.files), step_of(checkpoint))
         # Outside the lock: an executor may run the task inline (the task takes the lock too).
-        future = self._pool.submit(self._upload_set, checkpoint)
+        future = self._pool.submit(self._upload_set, checkpoint, ticket)
         with self._lock:
             self._futures.add(future)
         future.add_done_callback(self._forget_future)  # at once if it is done already
@@ -192,22 +207,24 @@ class UploadManager:
         return aborted
 
     def progress(self) -> UploadProgress:
+        seconds, waited = self._meter.seconds()
         with self._lock:
             return UploadProgress(self._bytes_done, self._bytes_total, self._files_done, self._files_total,
                                   self._skipped, self._bytes_skipped, self._sets_ended[VERIFIED],
-                                  self._sets_ended[FAILED])
+                                  self._sets_ended[FAILED], seconds=seconds, limiter_wait=waited,
+                                  sets_skipped=self._sets_skipped)
 
-    def _count(self, nbytes: int) -> None:
-        with self._lock:
-            self._bytes_done += nbytes
-
-    def _upload_set(self, cp: Checkpoint) -> SetOutcome:
+    def _upload_set(self, cp: Checkpoint, ticket: int = 0) -> SetOutcome:
         """One set at a time per set key: a set submitted again while it uploads (resumed, then
         rewritten by the training) waits, then finds its unchanged files already verified."""
         set_key = self._set_key(cp)
         try:
-            with self._set_lock(set_key):
-                state = self._upload_set_locked(cp, set_key)
+            superseded = self._superseded.starting(ticket)
+            if superseded is not None:
+                state = self._skip(cp, set_key, superseded)
+            else:
+                with self._set_lock(set_key), self._meter.busy():
+                    state = self._upload_set_locked(cp, set_key)
             if state in self._sets_ended:
                 with self._lock:
                     self._sets_ended[state] += 1
@@ -217,6 +234,20 @@ class UploadManager:
         except Exception:  # a bug or a vanished run directory: logged, the set stays for a resume
             log.exception("upload of checkpoint %s stopped", cp.name)
             return SetOutcome(set_key, QUEUED)
+        finally:
+            self._superseded.ended(ticket)
+
+    def _skip(self, cp: Checkpoint, set_key: str, queued: QueuedSet) -> str:
+        """A newer set was queued before this one's upload began (superseded.py): never sent. The
+        same set queued again (rewritten) keeps its key: this submission alone is dropped."""
+        replaced = set_key not in queued.keys
+        self._journal.skip(None if replaced else set_key, queued.keys - {set_key})
+        log.info("checkpoint %s skipped: a newer one was complete before its upload began", cp.name)
+        with self._lock:
+            self._bytes_total -= queued.nbytes
+            self._files_total -= queued.nfiles
+            self._sets_skipped += 0 if replaced else 1
+        return SKIPPED
 
     def _set_lock(self, set_key: str) -> threading.Lock:
         with self._lock:
@@ -255,90 +286,6 @@ class UploadManager:
                 os.unlink(f.path)
         return VERIFIED
 
-    def _upload_manifest(self, manifest: Manifest) -> str:
-        """Written once: the local copy is rewritten only when it changed, and the store is
-        asked before the PUT (a kill may have come between an earlier PUT and its journal row)."""
-        mkey = self.key_for(manifest.name + ".manifest.json")
-        mpath = os.path.join(self._run_dir, f".{manifest.name}.manifest.json")
-        text = manifest.to_json()
-        try:
-            with open(mpath) as old:
-                same = old.read() == text
-        except OSError:
-            same = False
-        if not same:
-            with open(mpath, "w") as out:
-                out.write(text)
-        st = os.stat(mpath)
-        self._journal.queue(mkey, mpath, size=st.st_size, mtime_ns=st.st_mtime_ns)
-        if self._upload_one(mpath, mkey, ask_store=True) is not None:
-            return VERIFIED
-        if self._stopping.is_set():
-            return QUEUED
-        self._journal.set_done(mkey, FAILED)
-        return FAILED
-
-    def _upload_one(self, path: str, key: str, *, ask_store: bool = False) -> Optional[UploadedObject]:
-        done = self._store.known(path, key, ask_store=ask_store)
-        if done is not None:
-            with self._lock:
-                self._bytes_done += done.size
-                self._files_done += 1
-                self._skipped += 1
-                self._bytes_skipped += done.size
-            return done
-        attempt = 0
-        while not self._stopping.is_set():
-            self._journal.start(key)
-            sent = [0]
-            try:
-                obj = self._attempt(path, key, sent)
-            except OSError as exc:
-                return self._give_up(key, f"cannot read {path}: {exc.strerror}")
-            except UploadError as exc:
-                self._count(-sent[0])
-                if self._stopping.is_set():
-                    self._journal.retry(key, str(exc))
-                    return None  # journaled as queued: resumed by the next trainvisor on this run dir
-                if not exc.retryable or attempt + 1 == self._retry.attempts:
-                    return self._give_up(key, str(exc))
-                self._journal.retry(key, str(exc))
-                delay = self._retry.delay(attempt, self._rng)
-                log.warning("upload of %s failed (%s); attempt %d, next in %.1f s", key, exc, attempt + 1, delay)
-                self._sleep(delay)
-                attempt += 1
-                continue
-            log.info("uploaded %s (%d bytes, %s)", key, obj.size, obj.checksum)
-            with self._lock:
-                self._bytes_done += obj.size - sent[0]
-                self._files_done += 1
-            return obj
-        return None
-
-    def _attempt(self, path: str, key: str, sent: list[int]) -> UploadedObject:
-        """One upload of `path`, journaled verified only when the file did not change under it."""
-
-        def progress(n: int) -> None:
-            if self._stopping.is_set():
-                raise UploadCancelled()
-            sent[0] += n
-            self._count(n)
-
-        before = os.stat(path)
-        obj = self._up.upload(path, key, progress=progress)
-        after = os.stat(path)
-        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or obj.size != after.st_size:
-            # Verified, but of a file that was being rewritten meanwhile: the
-            # stored copy may be a mix of both states. Never record that as done.
-            raise UploadError(f"{path} changed during its upload", retryable=True)
-        self._journal.verified(key, obj.checksum, size=after.st_size, mtime_ns=after.st_mtime_ns)
-        return obj
-
-    def _give_up(self, key: str, error: str) -> None:
-        log.error("upload of %s failed for good: %s", key, error)
-        self._journal.failed(key, error)
-        return None
-
     def drain(self, timeout: float) -> DrainReport:
         """Wait up to `timeout` seconds for the submitted sets; report what the journal says then.
         Returns within the timeout even while an upload is in flight (it goes on, or is resumed)."""
@@ -360,7 +307,8 @@ class UploadManager:
             keys, set_keys = set(self._keys), set(self._set_keys)
         states = self._journal.states(keys)
         return DrainReport(pending=states.pending, failed=states.failed, verified=states.verified,
-                           sets=self._journal.set_states(set_keys), deleted=self._journal.deleted_sets())
+                           sets=self._journal.set_states(set_keys), deleted=self._journal.deleted_sets(),
+                           progress=self.progress())
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in
@@ -371,6 +319,8 @@ class UploadManager:
         for f in futures:
             f.cancel()
         _done, running = wait(futures, timeout=timeout)
+        if self._unpace is not None:  # the uploader may serve another manager: no hook of this one left
+            self._unpace()
         if self._own_pool:  # joined when idle, so no worker thread outlives close()
             self._pool.shutdown(wait=not running, cancel_futures=True)
         if running:

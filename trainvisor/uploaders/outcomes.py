@@ -39,6 +39,9 @@ class DrainReport:
     """The same for whole checkpoint sets (by set key), which is what a person counts."""
     deleted: tuple[str, ...] = field(default=())
     """The names of the sets retention deleted from the store (in this run directory, ever)."""
+    progress: Optional["UploadProgress"] = field(default=None, compare=False)
+    """The manager's counts then: bytes sent, seconds in flight, rate, waits on the rate limit (a
+    snapshot of counters, not of the journal: left out when reports are compared)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,12 @@ class UploadProgress:
     sets_verified: int = 0
     sets_failed: int = 0
     """Checkpoint sets whose upload ended, verified or failed for good, in this manager's life."""
+    seconds: float = 0.0
+    """Seconds during which some upload was in flight (the link idles between checkpoints)."""
+    limiter_wait: float = 0.0
+    """Seconds the uploads waited on the rate limit (summed over workers: may exceed `seconds`)."""
+    sets_skipped: int = 0
+    """Sets never sent: a newer one was queued before their upload began (`--upload-policy last`)."""
 
     @property
     def files_sent(self) -> int:
@@ -81,3 +90,8 @@ class UploadProgress:
     @property
     def bytes_sent(self) -> int:
         return self.bytes_done - self.bytes_skipped
+
+    @property
+    def rate(self) -> float:
+        """Bytes sent per second of upload time (0 before any)."""
+        return self.bytes_sent / self.seconds if self.seconds > 0 else 0.0

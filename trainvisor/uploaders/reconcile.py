@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Optional
 from ..checkpoints import checkpoint_from_dict
 from ..events import Checkpoint
 from .base import UploadedObject, Uploader, UploadError
-from .journal import UPLOADING, VERIFIED, Journal
+from .journal import SKIPPED, UPLOADING, VERIFIED, Journal
 
 __all__ = ["ResumePlan", "plan_resume", "read_checkpoint_record", "verified_sets", "StoreCheck", "CHECKPOINT_RECORD"]
 
@@ -57,14 +57,14 @@ class ResumePlan:
 
 def plan_resume(journal: Journal, recorded: Iterable[Checkpoint], set_key: Callable[[Checkpoint], str],
                 key_for: Callable[[str], str]) -> ResumePlan:
-    """The journal's unfinished sets, then every recorded set it does not hold verified (the
-    last record of a set wins: a checkpoint rewritten under its name is its newest files)."""
+    """The journal's unfinished sets, then every recorded set it does not hold verified or skipped
+    (the last record of a set wins: a checkpoint rewritten under its name is its newest files)."""
     chosen: dict[str, Checkpoint] = {}
     for cp in journal.unfinished_sets():
         chosen[set_key(cp)] = cp
     for cp in recorded:
         key = set_key(cp)
-        if key in chosen or journal.set_state(key) not in (VERIFIED,):
+        if key in chosen or journal.set_state(key) not in (VERIFIED, SKIPPED):  # skipped: superseded, never wanted
             chosen[key] = cp
     submit, gone = [], []
     for cp in chosen.values():

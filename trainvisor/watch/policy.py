@@ -8,8 +8,10 @@
 `every-N`    every N-th distinct checkpoint in completion order (the N-th, 2N-th ...).
              Counting checkpoints, not iterations, works for every framework,
              including names without numbers.
-`last`       only the newest checkpoint, handed over when the watcher stops (the
-             end of the run); older pending ones are replaced, never uploaded.
+`last`       only the newest checkpoint matters: every one is handed over as it
+             completes (a killed node must not lose them all), and the upload
+             queue skips a set a newer one superseded before its upload began
+             (uploaders/superseded.py); one already uploading is finished.
 A checkpoint already selected is handed over again when its files change.
 """
 from __future__ import annotations
@@ -35,8 +37,8 @@ class UploadPolicy:
     iters_per_epoch: Optional[int] = None
 
     @property
-    def defers(self) -> bool:
-        """True when selection happens only at stop (`last`)."""
+    def skips_superseded(self) -> bool:
+        """True when a queued set a newer one replaced is not worth uploading (`last`)."""
         return self.kind == "last"
 
     def epoch_of(self, cp: Checkpoint) -> Optional[float]:

@@ -107,7 +107,6 @@ class CheckpointTracker:
         self._unsettled: set[str] = set()          # settle-tracked files not yet complete
         self._waiting: dict[SetKey, _Set] = {}      # sets complete but for missing files
         self._ordinal = 0
-        self._deferred: Optional[Checkpoint] = None
         self._out: list[Checkpoint] = []
 
     # -- public --------------------------------------------------------------------
@@ -149,13 +148,10 @@ class CheckpointTracker:
                 self._writing(path, f, st)
 
     def finish(self) -> list[Checkpoint]:
-        """The run ended: sets never handed over go as they are; `last` hands over its one."""
+        """The run ended: sets never handed over go as they are."""
         for s in list(self._sets.values()):
             if s.handed is None:
                 self._try_hand_over(s, partial=True)
-        if self._deferred is not None:
-            self._out.append(self._deferred)
-            self._deferred = None
         return self._take()
 
     # -- events --------------------------------------------------------------------
@@ -346,10 +342,7 @@ class CheckpointTracker:
             required = s.recognizer.required_roles(frozenset(s.roles)) or set()
             log.warning("checkpoint %s is incomplete (missing %s); handing over what exists",
                         cp.name, ", ".join(sorted(required - s.roles.keys())) or "files")
-        if self.policy.defers:
-            self._deferred = cp
-        else:
-            self._out.append(cp)
+        self._out.append(cp)
 
     def _shared_for(self, s: _Set) -> Optional[str]:
         d, fw, name = s.key
