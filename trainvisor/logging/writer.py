@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from ..stderr_gate import write_all as _write_all
-from . import forks as _forks
+from .forks import LIVE as _LIVE, after_in_child, after_in_parent, before, close_all_at_exit
 from .ledger import Ledger, Recovery
 from .lockfile import WriterLock, acquire, remove_stale_directory
 from .protocol import ENV_VAR, FrameDecoder, ProtocolError, SenderCell, final_acks, send_acks
@@ -38,8 +38,6 @@ _COALESCE_SECONDS = 0.002  # at most this much added latency while records trick
 _DRAIN_SECONDS = 5.0
 _FINAL_ACK_SECONDS = 1.0
 _OWED_RETRY = 0.01  # how soon an ack that did not fit is tried again
-
-_LIVE = _forks.LIVE
 
 
 class LogWriterServer:
@@ -393,5 +391,5 @@ def _open_ledger(lock: WriterLock, filename: str | os.PathLike[str], *, emptied:
     return ledger, recovery, senders
 
 
-os.register_at_fork(before=_forks.before, after_in_parent=_forks.after_in_parent, after_in_child=_forks.after_in_child)
-atexit.register(_forks.close_all_at_exit)
+os.register_at_fork(before=before, after_in_parent=after_in_parent, after_in_child=after_in_child)
+atexit.register(close_all_at_exit)

@@ -150,6 +150,8 @@ class TrainInstance:
     def upload_logs(self) -> Optional[Exception]:
         """The run's log folder (`run.log` and its rotations) as the set `logs`, as the original
         did at `done()`; the error, or None once it is queued."""
+        for handler in logging.getLogger().handlers:  # the records logged so far are in the file
+            handler.flush()  # (the log handler's flush waits for its writer's word)
         # the logs and their rotations, not the log handler's lock, socket and target files
         files = sorted(str(p) for p in Path(self.log_base_path).rglob("*")
                        if p.is_file() and _LOG_NAME.search(p.name) and not p.name.startswith("."))
