@@ -170,6 +170,9 @@ def test_rotations_copytruncate_and_a_sigkill_report_every_metric_once(tmp_path,
         w.write(3)
         w.write(4)
         wait_for(run_dir, lambda: complete_records(metrics) > 0, "the sidecar at work after a rotation")
+        # its position past the first metric's line: what attempt 1 wrote up to it is kept (records
+        # past the position are the restarted sidecar's to write again: all of them, in a flake)
+        wait_for(run_dir, lambda: lines_read(run_dir) >= sc.expected[0]["line"], "attempt 1's records kept")
         first.send_signal(signal.SIGKILL)  # in the middle of its work
         first.wait(timeout=30)
         w.write(5)
