@@ -268,3 +268,22 @@ def test_the_threaded_sinks_share_one_cpu_budget_in_equal_parts(tmp_path):
     assert [s.cpu_share for s in unlimited if isinstance(s, ThreadedSink)] == [1.0, 1.0]
     for s in sinks + unlimited:
         s.close()
+
+
+def test_a_threaded_sinks_prepare_runs_on_its_thread_before_any_record():
+    calls: list[tuple[str, str]] = []
+    ready = threading.Event()
+
+    class Slow(CpuClockSink):
+        def prepare(self) -> None:
+            calls.append(("prepare", threading.current_thread().name))
+            ready.set()
+
+        def write(self, events) -> None:
+            calls.append(("write", threading.current_thread().name))
+
+    threaded = ThreadedSink(Slow(0.0), "slow", capacity=10, deadline=CloseDeadline(WAIT))
+    assert ready.wait(WAIT)  # no record given yet: prepared all the same
+    threaded.write([1])
+    threaded.close()
+    assert calls == [("prepare", "trainvisor-sink-slow"), ("write", "trainvisor-sink-slow")]

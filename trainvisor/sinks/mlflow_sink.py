@@ -5,8 +5,9 @@
 - Through `MlflowClient` with an explicit run id, never MLflow's fluent API: that one keeps the
   active run in process-wide state, which a library must not touch (a training that uses
   MLflow itself would find trainvisor's run as its own).
-- Importing mlflow costs most of a second, so it happens on the sink's own thread at the first
-  write; making the sink checks only that the package is there and the URI is usable.
+- Importing mlflow costs most of a second, so it happens on the sink's own thread (`prepare`,
+  run there as soon as the run builds its sinks, before the training's output arrives); making
+  the sink checks only that the package is there and the URI is usable.
 - Where: option `tracking_uri`, else the `MLFLOW_TRACKING_URI` environment variable, else the
   local store `file:RUN_DIR/mlruns`. MLflow (3.13 on) keeps its file store in maintenance mode
   and refuses it unless `MLFLOW_ALLOW_FILE_STORE=true`; the sink does not set that for you (it
@@ -172,6 +173,11 @@ class MlflowSink:
     def set_outcome(self, exit_code: int, stopped: bool = False) -> None:
         """How the training ended, from the Run before it closes its sinks (see `run_status`)."""
         self.status = run_status(int(exit_code), bool(stopped))
+
+    def prepare(self) -> None:
+        """The import, on the sink's thread before any record (see `ThreadedSink`)."""
+        import mlflow.entities  # noqa: F401
+        import mlflow.tracking  # noqa: F401
 
     def write(self, events: Sequence[object]) -> None:
         for m in events:

@@ -136,6 +136,12 @@ class ThreadedSink:
         self._thread: Optional[threading.Thread] = None
         self._done = threading.Event()
         self._faults = FaultCounter(log)
+        # A sink's slow set-up (an import of most of a second) runs on its thread now, before the
+        # training's output comes, not at the first write, where it would hold the interpreter
+        # while the pipeline has a backlog to parse.
+        self._prepare = callable(getattr(sink, "prepare", None))
+        if self._prepare:
+            self._start()
 
     @property
     def deadline(self) -> CloseDeadline:
@@ -201,6 +207,8 @@ class ThreadedSink:
 
     def _work(self) -> None:
         try:
+            if self._prepare:
+                self._call("prepare")
             while self._step():
                 pass
             self._call("flush")
