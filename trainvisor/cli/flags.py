@@ -80,6 +80,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
     Flag("--upload-rate-limit", ("upload", "rate_limit"), metavar="RATE"),
+    Flag("--upload-retry-max-delay", ("upload", "retry_max_delay"), metavar="SECONDS"),
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
     Flag("--keep-last", ("upload", "keep_last"), metavar="N"),
     Flag("--keep-best", ("upload", "keep_best"), metavar="K"),

@@ -20,7 +20,8 @@ from .. import defaults  # the values; these fields are where they are documente
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
 from .settings import (at_least, best_by_metric, byte_rate, destination_list, finite_non_negative, globs,
-                       non_negative, one_of, positive, rank_selection, resume_template, setting, share, stop_rules, upload_policy)
+                       non_negative, one_of, positive, rank_selection, resume_template, setting, share, stop_rules,
+                       upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -173,6 +174,10 @@ class UploadConfig(Section):
     rate_limit: str = setting(defaults.UPLOAD_RATE_LIMIT, check=byte_rate,
                               help="Bytes per second for all uploads together (50MB/s, 800KiB/s; MB = 10^6 bytes, "
                                    "MiB = 2^20), shared by every worker and destination; 0: unlimited.")
+    retry_max_delay: float = setting(defaults.UPLOAD_RETRY_MAX_DELAY, check=positive,
+                                     help="The longest wait between retries of an upload a destination refused "
+                                          "(back-off doubles up to it, jittered): how soon a store that was down "
+                                          "is tried again once it is back.")
     credentials: Optional[str] = setting(
         None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
                    "destination; its keys win over the environment. Only the path is kept in the config.")

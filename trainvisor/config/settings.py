@@ -8,9 +8,9 @@ from dataclasses import Field, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["setting", "upload_policy", "destination_list", "byte_rate", "rank_selection", "Check", "positive",
-           "non_negative", "finite_non_negative", "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value",
-           "resume_template", "best_by_metric"]
+__all__ = ["setting", "upload_policy", "byte_rate", "rank_selection", "Check", "positive", "non_negative",
+           "finite_non_negative", "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value",
+           "resume_template", "best_by_metric", "destination_list"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
