@@ -122,12 +122,6 @@ def build_watcher(cfg: WatchConfig, dirs: Sequence[str], *, cwd: str, consumer: 
                              shallow=shallow)
 
 
-def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]":
-    """The uploader for `upload.to`'s first destination, or None when nothing is uploaded."""
-    opened = open_destinations(cfg, run_dir=run_dir)
-    return opened[0][1] if opened else None
-
-
 def open_destinations(cfg: UploadConfig, *, run_dir: str) -> "list[tuple[str, Uploader]]":
     """Each destination of `upload.to` with its uploader, in order (empty: nothing is uploaded),
     every URL checked before any store is opened. With several, each keeps its resumable-upload

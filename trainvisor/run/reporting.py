@@ -40,7 +40,7 @@ class _Reporting:
         from .endwarnings import end_warnings
 
         assert self.pipeline is not None
-        stats_sink, watcher, cfg = self.stats_sink, self.watcher, self.run.config
+        stats_sink, watcher = self.stats_sink, self.watcher
         stats = self.pipeline.stats
         found = watcher.stats.handed_over if watcher is not None else 0
         destination = None if self.group is None else (
