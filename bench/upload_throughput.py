@@ -16,7 +16,12 @@ UploadManager, whose uploader is S3Uploader to the same server; printed is the t
 close of each set's last file to the moment the first file of that set enters `upload`.
 Target: median under 0.5 s.
 
-    python bench/upload_throughput.py [--size-mib 256] [--rounds 9] [--n 20]
+(3) With `--two`: two destinations in one run (two buckets of the same server, one manager each,
+as `--upload-to` repeated builds them, no rate limit), the file handed to both at once; each
+destination's time to its verified set against the baseline's. Target: each at least 0.45x
+(the two share the client's CPU and the one server).
+
+    python bench/upload_throughput.py [--size-mib 256] [--rounds 9] [--n 20] [--two]
 """
 from __future__ import annotations
 
@@ -141,6 +146,43 @@ def close_to_upload_start(url: str, n: int, size: int) -> list[float]:
     return out
 
 
+def two_destinations(url: str, path: str, rounds: int) -> tuple[list[float], list[float]]:
+    """(3) Two destinations in one run: buckets bench-a and bench-b of the same server, one
+    UploadManager each (as `--upload-to s3://bench-a --upload-to s3://bench-b` builds them:
+    run/build.py, no rate limit), the file handed to both at once as one checkpoint set; each
+    destination's seconds from the hand-over to its set verified (journal, upload, verification,
+    manifest), per round."""
+    import boto3
+
+    from trainvisor.config.schema import UploadConfig
+    from trainvisor.events import Checkpoint, CheckpointFile
+    from trainvisor.run.build import build_managers, open_destinations
+
+    client = boto3.session.Session().client("s3", endpoint_url=url)
+    for bucket in ("bench-a", "bench-b"):
+        client.create_bucket(Bucket=bucket)
+    os.environ["AWS_ENDPOINT_URL"] = url
+    cfg = UploadConfig(to=("s3://bench-a/two", "s3://bench-b/two"))
+    secs: tuple[list[float], list[float]] = ([], [])
+    for r in range(rounds):
+        with tempfile.TemporaryDirectory() as run_dir:
+            group = build_managers(cfg, open_destinations(cfg, run_dir=run_dir), run_dir=run_dir, run_id=f"r{r}")
+            try:
+                cp = Checkpoint(f"big_iter_{r}", (CheckpointFile(path, os.path.basename(path)),), r, None,
+                                os.path.dirname(path))
+                t0 = time.perf_counter()
+                futures = [m.submit(cp) for m in group.managers]
+                for out, f in zip(secs, futures):
+                    f.add_done_callback(lambda _f, out=out: out.append(time.perf_counter() - t0))
+                group.drain(600)
+            finally:
+                group.close()
+        for bucket in ("bench-a", "bench-b"):  # moto keeps objects in memory
+            for o in client.list_objects_v2(Bucket=bucket).get("Contents", ()):
+                client.delete_object(Bucket=bucket, Key=o["Key"])
+    return secs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size-mib", type=int, default=256)
@@ -148,6 +190,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20, help="checkpoints for the latency figure")
     ap.add_argument("--pin", action="store_true",
                     help="server on CPU 1, uploads on CPU 0: the store on its own machine, as in production")
+    ap.add_argument("--two", action="store_true", help="also (3): two destinations at once, against the baseline")
     a = ap.parse_args()
     if a.pin:
         os.sched_setaffinity(0, {0})
@@ -158,6 +201,7 @@ def main() -> None:
     try:
         base, ours = throughput(url, path, a.rounds)
         lat = close_to_upload_start(url, a.n, 4 * MIB)
+        two = two_destinations(url, path, max(3, a.rounds // 3)) if a.two else None
     finally:
         proc.terminate()
         proc.wait(10)
@@ -178,6 +222,13 @@ def main() -> None:
     print(f"checkpoint close -> upload start (inotify, {a.n} Caffe sets of 2 x 4 MiB): median {med * 1000:.1f} ms, "
           f"p90 {p90 * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms (target median < 500 ms: "
           f"{'met' if med < 0.5 else 'NOT met'})")
+    if two is not None:
+        print(f"two destinations in one run (two buckets of the same server, no rate limit), {len(two[0])} rounds, "
+              f"medians: each destination's hand-over -> set verified")
+        for name, times in zip(("s3://bench-a", "s3://bench-b"), two):
+            t = statistics.median(times)
+            print(f"  {name:<13}: {t:6.2f} s  {mb / t:7.1f} MB/s  ratio to boto3 upload_file {b / t:.2f}x "
+                  f"(target >= 0.45x: {'met' if b / t >= 0.45 else 'NOT met'})")
 
 
 if __name__ == "__main__":

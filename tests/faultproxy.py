@@ -54,6 +54,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._faults: list[_Fault] = []
         self._down_until = 0.0
+        self._down_trigger: Optional[tuple[str, "re.Pattern[str]", float]] = None
+        self.went_down = self.came_back = 0.0
         self._stopping = threading.Event()  # ends every HoldReply at stop()
         self.requests: list[tuple[str, str, str, int]] = []  # method, path, query, status (-1: dropped)
         self.arrived = 0  # requests that reached the proxy (a held one is logged only when it ends)
@@ -157,6 +159,20 @@ class FaultProxy:
         """For `seconds`, every request's connection is closed without a reply."""
         self._down_until = time.monotonic() + seconds
 
+    def down_from(self, method: str, path_regex: str, seconds: float) -> None:
+        """The store goes down for `seconds` at the first `method` request whose path matches
+        (that one is refused too): an outage that begins once the client has started (after
+        its preflight). `went_down`/`came_back`: when (time.time(), as the journal records)."""
+        self._down_trigger = (method, re.compile(path_regex), seconds)
+
+    def _maybe_go_down(self, method: str, path: str) -> None:
+        trigger = self._down_trigger
+        if trigger is not None and trigger[0] == method and trigger[1].search(path):
+            self._down_trigger = None
+            self._down_until = time.monotonic() + trigger[2]
+            self.went_down = time.time()
+            self.came_back = self.went_down + trigger[2]
+
     def count(self, method: str, query_regex: str = "", status: Optional[int] = None) -> int:
         q = re.compile(query_regex)
         with self._lock:
@@ -238,6 +254,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         p = self.proxy
+        with p._lock:
+            p._maybe_go_down(self.command, self.path.partition("?")[0])
         if time.monotonic() < p._down_until:
             p._log(self.command, self.path, -1)
             return self._hang_up()

@@ -68,3 +68,21 @@ def test_upload_counts_are_verified_sets_and_file_bytes(tmp_path):
     assert sorted(p.name for p in files) == sorted(p.name for p in stored if not p.name.endswith(".manifest.json"))
     # The bytes sent: every object in the store, the files and their sets' manifests.
     assert status.upload_bytes == sum(p.stat().st_size for p in stored) > sum(p.stat().st_size for p in files)
+
+
+def test_upload_counts_sum_every_destination(tmp_path):
+    """Two destinations: the status counts each set once per store it reached, and the bytes sent
+    to both; the summary lists each destination."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = _config(tmp_path, "--snapshot-dir", str(tmp_path / "snap"),
+                     watch=WatchConfig(dirs=(str(tmp_path / "snap"),)),
+                     upload=UploadConfig(to=(f"file://{a}", f"file://{b}")))
+    with Run(config, stdout_fd=None, stderr_fd=None) as run:
+        run.run_attempt()
+        summary = run.finish()
+        status = run.status()
+    assert [(d.destination, d.sets_verified) for d in summary.destinations] == [(f"file://{a}", 4), (f"file://{b}", 4)]
+    assert status.uploads_verified == 8 and status.uploads_failed == 0
+    stored = [p for store in (a, b) for p in store.rglob("*") if p.is_file()]
+    assert len(stored) == 2 * (8 + 4)  # each store: the 8 files and 4 manifests
+    assert status.upload_bytes == sum(p.stat().st_size for p in stored)

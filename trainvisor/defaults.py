@@ -11,7 +11,8 @@ from __future__ import annotations
 __all__ = [
     "GRACE", "EXIT_CHECKPOINT_WAIT",
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
-    "UPLOAD_CONCURRENCY", "UPLOAD_RATE_LIMIT", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE", "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT",
+    "UPLOAD_CONCURRENCY", "UPLOAD_RATE_LIMIT", "UPLOAD_RETRY_MAX_DELAY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE",
+    "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT",
     "CALLBACK_QUEUE", "CALLBACK_CLOSE_TIMEOUT", "MAX_RESTARTS", "RESTART_BACKOFF",
 ]
 
@@ -27,6 +28,7 @@ PARTIAL_AFTER = 120.0           # seconds before a set still missing a file is h
 UPLOAD_POLICY = "all"           # watch.policy: every complete checkpoint is uploaded
 UPLOAD_CONCURRENCY = 2          # upload.concurrency: checkpoint files uploaded at once
 UPLOAD_RATE_LIMIT = "0"         # upload.rate_limit: bytes per second for all uploads together; 0: unlimited
+UPLOAD_RETRY_MAX_DELAY = 30.0   # upload.retry_max_delay: the longest back-off between a destination's retries
 DRAIN_TIMEOUT = 600.0           # upload.drain_timeout: seconds the run waits for uploads at exit
 RUNS_ROOT = "trainvisor-runs"   # run.root: where run directories are made
 SINK_QUEUE = 10000              # sinks.queue: records a threaded sink may hold unwritten

@@ -36,8 +36,8 @@ def format_summary(summary) -> str:
                      f"  STOP RULE      {said} (the training had already ended or was stopping)")
     table = getattr(s, "table", ())
     lines += _table_lines(table) if table else _metric_lines(s.last_metrics)
-    if s.uploads is not None:
-        lines += _upload_lines(s.uploads)
+    for u in getattr(s, "destinations", ()) or ((s.uploads,) if s.uploads is not None else ()):
+        lines += _upload_lines(u)  # one block per destination
     lines += _sink_lines(getattr(s, "sinks", ()))
     followed = getattr(s, "followed", None)
     if followed is not None:

@@ -80,6 +80,7 @@ RUN_FLAGS = PARSING_FLAGS + (
     Flag("--delete-after-upload", ("upload", "delete_after_upload")),
     Flag("--upload-concurrency", ("upload", "concurrency"), metavar="N"),
     Flag("--upload-rate-limit", ("upload", "rate_limit"), metavar="RATE"),
+    Flag("--upload-retry-max-delay", ("upload", "retry_max_delay"), metavar="SECONDS"),
     Flag("--credentials", ("upload", "credentials"), metavar="FILE"),
     Flag("--keep-last", ("upload", "keep_last"), metavar="N"),
     Flag("--keep-best", ("upload", "keep_best"), metavar="K"),
@@ -102,6 +103,11 @@ def _schema_field(key: tuple[str, str]) -> tuple[Any, Any, Any]:
     return f, type_hints(section_cls)[key[1]], f.default
 
 
+def _one_or_many(t: Any) -> bool:
+    """A setting that takes one string or a list of them (`upload.to`): its flag is repeatable."""
+    return any(typing.get_origin(a) is tuple for a in typing.get_args(t))
+
+
 def _option(flag: Flag) -> Callable:
     f, t, default = _schema_field(flag.key)
     inner = [a for a in typing.get_args(t) if a is not type(None)]
@@ -113,7 +119,7 @@ def _option(flag: Flag) -> Callable:
         return click.option(f"{flag.decl}/{flag.switch}", flag.dest, default=None, help=help_text)
     if base is bool:
         return click.option(*names, flag.dest, is_flag=True, flag_value=True, default=None, help=help_text)
-    if typing.get_origin(t) is tuple:
+    if typing.get_origin(t) is tuple or _one_or_many(t):
         return click.option(*names, flag.dest, multiple=True, metavar=flag.metavar, help=help_text + " Repeatable.")
     return click.option(*names, flag.dest, type=_TYPES[base], default=None, metavar=flag.metavar, help=help_text)
 
@@ -139,7 +145,9 @@ def overrides(ctx: click.Context, flags: tuple[Flag, ...], values: dict[str, Any
             continue
         if isinstance(value, tuple) and not value:
             continue
-        layer.set(flag.key, list(value) if isinstance(value, tuple) else value, flag.decl)
+        if isinstance(value, tuple):  # `--upload-to URL` once stays the one string a config file would hold
+            value = value[0] if len(value) == 1 and _one_or_many(_schema_field(flag.key)[1]) else list(value)
+        layer.set(flag.key, value, flag.decl)
     return layer
 
 

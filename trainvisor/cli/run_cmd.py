@@ -91,17 +91,18 @@ def resume(run_dir: str, drain_timeout: Optional[float], credentials: Optional[s
 
     from ..config.settings import finite_non_negative
     from ..errors import ConfigError
-    from ..run.resume import resume as resume_run
+    from ..run.resume import resume_destinations
 
     problem = finite_non_negative(drain_timeout)
     if problem:
         raise ConfigError(f"--drain-timeout: {problem} (got {drain_timeout!r})")
-    totals = resume_run(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet, credentials=credentials,
-                        rebuild_journal=rebuild_journal)
-    if totals is None:
+    every = resume_destinations(Path(run_dir), drain_timeout=drain_timeout, quiet=quiet, credentials=credentials,
+                                rebuild_journal=rebuild_journal)
+    if not every:
         click.echo(f"trainvisor: {run_dir} uploads nowhere; nothing to resume", err=True)
         return
-    click.echo(f"uploads to {totals.destination}: {totals.sets_verified} checkpoint sets verified, "
-               f"{totals.sets_pending} pending, {totals.sets_failed} failed", err=True)
-    if not totals.complete:
+    for totals in every:  # one line per destination; any left unfinished is the exit status
+        click.echo(f"uploads to {totals.destination}: {totals.sets_verified} checkpoint sets verified, "
+                   f"{totals.sets_pending} pending, {totals.sets_failed} failed", err=True)
+    if not all(totals.complete for totals in every):
         sys.exit(3)

@@ -88,10 +88,13 @@ def _check(f: Any, value: Any, key: Key, ctx: _Context) -> None:
 
 def _coerce(t: Any, value: Any, key: Key, ctx: _Context, secret: bool) -> Any:
     origin, args = typing.get_origin(t), typing.get_args(t)
-    if origin is Union:  # Optional[X]
-        if value is None:
+    if origin is Union:  # Optional[X]; `upload.to`: a string or a list of them, each kept as written
+        if value is None and type(None) in args:
             return None
-        return _coerce(next(a for a in args if a is not type(None)), value, key, ctx, secret)
+        kinds = [a for a in args if a is not type(None)]
+        listed = [a for a in kinds if typing.get_origin(a) is tuple]
+        pick = listed[0] if listed and isinstance(value, (list, tuple)) else next(a for a in kinds if a not in listed)
+        return _coerce(pick, value, key, ctx, secret)
     if value is None:
         raise ctx.fail(key, "must be given a value (null is not allowed here)")
     if origin is tuple:

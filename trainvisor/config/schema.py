@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, ClassVar, Mapping, Optional, Union
 
 from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
-from .settings import (at_least, best_by_metric, byte_rate, finite_non_negative, globs, non_negative, one_of,
-                       positive, rank_selection, resume_template, setting, share, stop_rules, upload_policy)
+from .settings import (at_least, best_by_metric, byte_rate, destination_list, finite_non_negative, globs,
+                       non_negative, one_of, positive, rank_selection, resume_template, setting, share, stop_rules,
+                       upload_policy)
 
 __all__ = [
     "RunConfig",
@@ -159,7 +160,11 @@ class UploadConfig(Section):
 
     section_key: ClassVar[str] = "upload"
 
-    to: Optional[str] = setting(None, help="file:///path, s3://bucket/prefix or kodo://bucket/prefix.")
+    to: Union[str, tuple[str, ...], None] = setting(
+        None, check=destination_list, shows_value=True,
+        help="file:///path, s3://bucket/prefix or kodo://bucket/prefix; a list (or --upload-to repeated) uploads to "
+             "each: its own journal, retries, verification and retention, a destination that is down holding back "
+             "no other.")
     drain_timeout: float = setting(defaults.DRAIN_TIMEOUT, check=finite_non_negative,
                                    help="At exit, wait this long for pending uploads; what is left is listed.")
     delete_after_upload: bool = setting(False, help="Delete local checkpoint files once verified (never before; with "
@@ -169,6 +174,10 @@ class UploadConfig(Section):
     rate_limit: str = setting(defaults.UPLOAD_RATE_LIMIT, check=byte_rate,
                               help="Bytes per second for all uploads together (50MB/s, 800KiB/s; MB = 10^6 bytes, "
                                    "MiB = 2^20), shared by every worker and destination; 0: unlimited.")
+    retry_max_delay: float = setting(defaults.UPLOAD_RETRY_MAX_DELAY, check=positive,
+                                     help="The longest wait between retries of an upload a destination refused "
+                                          "(back-off doubles up to it, jittered): how soon a store that was down "
+                                          "is tried again once it is back.")
     credentials: Optional[str] = setting(
         None, help="A file of KEY=value lines (QINIU_ACCESS_KEY, AWS_SECRET_ACCESS_KEY, ...) read for the "
                    "destination; its keys win over the environment. Only the path is kept in the config.")
@@ -181,6 +190,13 @@ class UploadConfig(Section):
     best_by: Optional[str] = setting(None, check=best_by_metric,
                                      help="The metric that ranks sets for keep_best: 'METRIC max|min' (e.g. "
                                           "'val/accuracy max'; no phase: val or test), its value at the set's step.")
+
+    @property
+    def destinations(self) -> tuple[str, ...]:
+        """Every destination `to` names, in order: one string is one destination, as it always was."""
+        if not self.to:
+            return ()
+        return (self.to,) if isinstance(self.to, str) else tuple(self.to)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Optional
 
 __all__ = ["setting", "upload_policy", "byte_rate", "rank_selection", "Check", "positive", "non_negative",
            "finite_non_negative", "one_of", "at_least", "help_of", "is_secret", "check_of", "stop_rules", "shows_value",
-           "resume_template", "best_by_metric"]
+           "resume_template", "best_by_metric", "destination_list"]
 
 Check = Callable[[Any], Optional[str]]
 """Returns None when the value is fine, else what is wrong ("must be greater than 0")."""
@@ -161,6 +161,23 @@ def best_by_metric(value: Any) -> Optional[str]:
     from ..uploaders.retention import best_by_problem
 
     return best_by_problem(value)
+
+
+def destination_list(value: Any) -> Optional[str]:
+    """`upload.to` as a list: each a URL, none twice (two managers would share one store's keys
+    and journal each other's uploads)."""
+    if value is None or isinstance(value, str):
+        return None
+    seen: set[str] = set()
+    for url in value:
+        if not url.strip():
+            return "each destination must be a URL, not empty"
+        if url.rstrip("/") in seen:
+            from ..secrets import mask_url
+
+            return f"lists {mask_url(url)} twice"
+        seen.add(url.rstrip("/"))
+    return None
 
 
 def globs(value: Any) -> Optional[str]:

@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from ..sinks.context import SinkContext
     from ..stoprules import Firing, StopRuleSink
     from ..uploaders.base import Uploader
+    from ..uploaders.group import ManagerGroup
     from ..uploaders.manager import UploadManager
     from ..uploaders.ratelimit import TokenBucket
     from ..uploaders.values import BestByValues
     from ..watch.watcher import CheckpointConsumer, CheckpointWatcher
 
-__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "build_limiter", "watch_dirs",
-           "build_stop_rules", "retention_values"]
+__all__ = ["build_parser", "build_sinks", "build_watcher", "build_manager", "build_managers", "build_limiter",
+           "open_destinations", "watch_dirs", "build_stop_rules", "retention_values"]
 
 log = logging.getLogger("trainvisor.run")
 
@@ -121,15 +122,20 @@ def build_watcher(cfg: WatchConfig, dirs: Sequence[str], *, cwd: str, consumer: 
                              shallow=shallow)
 
 
-def open_destination(cfg: UploadConfig, *, run_dir: str) -> "Optional[Uploader]":
-    """The uploader for `upload.to`, or None when nothing is uploaded."""
-    if not cfg.to:
-        return None
+def open_destinations(cfg: UploadConfig, *, run_dir: str) -> "list[tuple[str, Uploader]]":
+    """Each destination of `upload.to` with its uploader, in order (empty: nothing is uploaded),
+    every URL checked before any store is opened. With several, each keeps its resumable-upload
+    records in a folder of its own (`uploads-<8 hex>/`, beside its journal): two stores' upload
+    ids under one key would be taken for each other's."""
     from ..uploaders import open_uploader
     from ..uploaders.destinations import parse_destination
+    from ..uploaders.journal import journal_name
 
-    parse_destination(cfg.to, setting="upload.to")  # "upload.to needs a URL ...", not "unsupported"
-    return open_uploader(cfg.to, state_dir=run_dir, credentials=cfg.credentials)
+    urls, several = cfg.destinations, len(cfg.destinations) > 1
+    for url in urls:
+        parse_destination(url, setting="upload.to")  # "upload.to needs a URL ...", not "unsupported"
+    return [(url, open_uploader(url, credentials=cfg.credentials, state_dir=os.path.join(
+        run_dir, journal_name(url, several=True).removesuffix(".sqlite")) if several else run_dir)) for url in urls]
 
 
 def build_limiter(cfg: UploadConfig) -> "Optional[TokenBucket]":
@@ -141,9 +147,30 @@ def build_limiter(cfg: UploadConfig) -> "Optional[TokenBucket]":
     return TokenBucket(rate) if rate > 0 else None
 
 
+def build_managers(cfg: UploadConfig, opened: "Sequence[tuple[str, Uploader]]", **kwargs) -> "ManagerGroup":
+    """One upload manager per destination (`open_destinations`), each built as `build_manager`
+    builds one (its own journal file: `journal.journal_name`), all paying one rate limit; any
+    that fails its preflight fails the run before the training starts, the others closed."""
+    from ..uploaders.group import ManagerGroup
+    from ..uploaders.journal import journal_name
+
+    kwargs.setdefault("limiter", build_limiter(cfg))
+    several, managers = len(opened) > 1, []
+    try:
+        for url, uploader in opened:
+            managers.append(build_manager(cfg, uploader, url=url, journal=journal_name(url, several=several),
+                                          **kwargs))
+    except BaseException:
+        for manager in managers:
+            manager.close(0.25)
+        raise
+    return ManagerGroup([url for url, _ in opened], managers)
+
+
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
                   identity: Optional["NodeIdentity"] = None, values: Optional["BestByValues"] = None,
-                  limiter: "Optional[TokenBucket]" = None, skip_superseded: bool = False) -> "UploadManager":
+                  limiter: "Optional[TokenBucket]" = None, skip_superseded: bool = False,
+                  url: Optional[str] = None, journal: Optional[str] = None) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
     multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
@@ -151,19 +178,22 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
     (`upload.keep_last`, `keep_best`; `values` from `retention_values`), the deletions a killed
     attempt began are finished first. `limiter`: the run's bucket when several managers share it
     (default: one made from `upload.rate_limit`). `skip_superseded`: `--upload-policy last` (a
-    queued set a newer one replaced is skipped)."""
+    queued set a newer one replaced is skipped). `url`: the destination among several (default:
+    `upload.to`, one); `journal`: its journal's file name in `run_dir`."""
     from ..uploaders.destinations import key_prefix, run_keys
-    from ..uploaders.manager import UploadManager
+    from ..uploaders.manager import RetryPolicy, UploadManager
     from ..uploaders.retention import RetentionPolicy
 
     policy = RetentionPolicy.of(cfg.keep_last, cfg.keep_best, cfg.best_by)  # keep_best without best_by: here
-    prefix = key_prefix(cfg.to or getattr(uploader, "url", "") or "")
+    url = url or (cfg.to if isinstance(cfg.to, str) else None) or getattr(uploader, "url", "") or ""
+    prefix = key_prefix(url)
     keys = run_keys(identity.folder if identity is not None else "")
     manager = UploadManager(uploader, run_dir=run_dir, run_id=run_id, prefix=prefix, key_template=keys,
                             concurrency=cfg.concurrency, delete_after_upload=cfg.delete_after_upload,
                             retention=policy, values=values,
                             limiter=limiter if limiter is not None else build_limiter(cfg),
-                            skip_superseded=skip_superseded)
+                            skip_superseded=skip_superseded, retry=RetryPolicy(cap=cfg.retry_max_delay),
+                            **({"journal_name": journal} if journal else {}))
     try:
         manager.preflight()
         manager.sweep_orphans()  # before anything is sent: what a killed attempt left open

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..stream.pipeline import Pipeline
     from ..supervisor.supervisor import ProcessResult, Supervisor
     from ..timeline.runner import CallbackThread
+    from ..uploaders.group import ManagerGroup
     from ..uploaders.manager import UploadManager
     from ..watch.watcher import CheckpointWatcher
     from .run import Run
@@ -53,9 +54,10 @@ class _Parts(_Plugins, _Reporting):
         self.counted = counted  # the sinks whose records the summary counts (not the run's own helpers)
         self.stats_sink = stats_sink
         self.sinks: list["Sink"] = [*counted, stats_sink]
-        self.manager: Optional["UploadManager"] = None
+        self.manager: Optional["UploadManager"] = None  # the first destination's (`group.first`)
+        self.group: Optional["ManagerGroup"] = None  # every destination's manager
         self.watcher: Optional["CheckpointWatcher"] = None
-        self.uploads: Optional[UploadTotals] = None
+        self.uploads: tuple[UploadTotals, ...] = ()  # each destination's, at the end
         self.env: dict[str, str] = {}
         self.pipeline: Optional["Pipeline"] = None  # built last, once every sink is known
         self.follow: Optional["MetricFollower"] = None
@@ -111,22 +113,25 @@ class _Parts(_Plugins, _Reporting):
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
         from ..watch.policy import parse_policy
-        from .build import build_manager, build_watcher, open_destination, retention_values, watch_dirs
+        from .build import build_managers, build_watcher, open_destinations, retention_values, watch_dirs
 
         run, cfg = self.run, self.run.config
-        uploader = run._uploader or open_destination(cfg.upload, run_dir=str(run.run_dir))
-        if uploader is not None and not run.identity.uploads:  # a node's sets are uploaded once: by local rank 0
+        given = run._uploader
+        opened = open_destinations(cfg.upload, run_dir=str(run.run_dir)) if given is None else \
+            [((cfg.upload.destinations or (getattr(given, "url", "") or "",))[0], given)]
+        if opened and not run.identity.uploads:  # a node's sets are uploaded once: by local rank 0
             log.info("local rank %s: checkpoints are uploaded by local rank 0 of this node, not here",
                      run.identity.local_rank)
-            uploader = None
-        if uploader is not None:
+            opened = []
+        if opened:
             values = retention_values(cfg.upload, str(run.metrics_path))  # --best-by, from the log
             if values is not None:
                 self.sinks.append(values)
             last = parse_policy(cfg.watch.policy).skips_superseded
-            self.manager = build_manager(cfg.upload, uploader, run_dir=str(run.run_dir), run_id=run.run_id,
-                                         identity=run.identity, values=values, skip_superseded=last)
-            stack.callback(self.manager.close, 0.25)  # drain had its time; an upload in flight resumes next start
+            self.group = build_managers(cfg.upload, opened, run_dir=str(run.run_dir), run_id=run.run_id,
+                                        identity=run.identity, values=values, skip_superseded=last)
+            self.manager = self.group.first
+            stack.callback(self.group.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())
         dirs = watch_dirs(cfg.watch, argv=cfg.command, cwd=cwd)
         if not dirs and self.manager is None:
@@ -137,7 +142,7 @@ class _Parts(_Plugins, _Reporting):
             return
         if not dirs and not cfg.watch.announced:
             log.warning("upload.to %s: no --watch directory and announced directories are not watched "
-                        "(--no-announced-watch): nothing will be uploaded", cfg.upload.to)
+                        "(--no-announced-watch): nothing will be uploaded", _named(cfg))
             return
         shallow: tuple[str, ...] = ()
         if not dirs and cfg.watch.defaults:
@@ -146,17 +151,18 @@ class _Parts(_Plugins, _Reporting):
             found = default_locations(cfg.command, cwd=cwd, home=os.path.expanduser("~"), shell=cfg.process.shell)
             dirs, shallow = list(found.recursive), found.shallow
             log.info("upload.to %s: no --watch directory; watching the default checkpoint locations %s, and the "
-                     "directories the training's log announces checkpoints in", cfg.upload.to, found.describe())
+                     "directories the training's log announces checkpoints in", _named(cfg), found.describe())
         elif not dirs:
             log.info("upload.to %s: no --watch directory; the directories the training's log announces "
-                     "checkpoints in are watched", cfg.upload.to)
+                     "checkpoints in are watched", _named(cfg))
         from ..watch.record import CheckpointRecord, FanOut
 
-        uploads = [self.manager] if self.manager else []
-        if self.callbacks is not None:  # the sets, then their upload outcomes, as checkpoint events
+        # Each destination's manager is handed every set (its submit only journals and queues).
+        uploads = list(self.group.managers) if self.group is not None else []
+        if self.callbacks is not None:  # the sets, then their (first destination's) upload outcomes, as events
             from ..timeline.runner import CheckpointForward
 
-            uploads = [CheckpointForward(self.callbacks.put, self.manager)]
+            uploads[:1] = [CheckpointForward(self.callbacks.put, self.manager)]
         consumers = [CheckpointRecord(run.run_dir / "checkpoints.jsonl")] + uploads
         self.watcher = build_watcher(cfg.watch, dirs, cwd=cwd, consumer=FanOut(consumers),
                                      iters_per_epoch=cfg.parsing.iters_per_epoch, shallow=shallow)
@@ -259,7 +265,7 @@ class _Parts(_Plugins, _Reporting):
         finally:
             if self.watcher is not None and self._watching:
                 self.watcher.stop(drain=True)
-            if self.manager is not None:
+            if self.group is not None:
                 timeout = self.run.config.upload.drain_timeout - (time.monotonic() - ended)
                 self.uploads = self._drain(max(0.0, timeout))
 
@@ -283,35 +289,37 @@ class _Parts(_Plugins, _Reporting):
         if not self.watcher.wait_quiet(quiet=EXIT_QUIET, timeout=limit):
             self.run.shutdown.abandon(f"waiting for an exit checkpoint: files still changing after {limit:.1f}s")
 
-    def _drain(self, timeout: float) -> UploadTotals:
-        """Wait at most upload.drain_timeout for the uploads; on a terminal, show what is being
-        waited for. A Ctrl-C here stops waiting (what is left resumes on the next start)."""
+    def _drain(self, timeout: float) -> tuple[UploadTotals, ...]:
+        """Wait at most upload.drain_timeout for the uploads of every destination (one deadline
+        for all: they upload side by side); on a terminal, show what is being waited for. A
+        Ctrl-C here stops waiting (what is left resumes on the next start)."""
         from .progress import drain_showing_progress, log_outcome
 
-        cfg = self.run.config.upload
-        pending = self.manager.report().pending
+        cfg, group = self.run.config.upload, self.group
+        pending = group.report().pending
         show = pending and not self.run.config.logging.quiet and sys.stderr.isatty()
         if pending:
             log.info("waiting up to %.1fs for %d upload(s)", timeout, len(pending))
         shutdown = self.run.shutdown
         try:
-            report = drain_showing_progress(
-                self.manager, timeout, sys.stderr if show else None,
-                prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ",
-                until=shutdown.deadline)
+            drain_showing_progress(group, timeout, sys.stderr if show else None,
+                                   prefix="trainvisor: uploading (Ctrl-C stops waiting; the rest resumes next start) ",
+                                   until=shutdown.deadline)
             if not shutdown.begun:  # the log has ended: every set's value is known (retention's last pass)
-                self.manager.prune(wait=LAST_PRUNE_WAIT)
-                report = self.manager.report()
+                group.prune(wait=LAST_PRUNE_WAIT)
         except KeyboardInterrupt:  # the training has ended: a Ctrl-C now means "stop waiting"
             log.warning("stopped waiting for uploads (Ctrl-C); they resume on the next start on %s", self.run.run_dir)
-            report = self.manager.report()
-        log_outcome(report, within=f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun
-                    else f"the {shutdown.grace:g}s grace", destination=cfg.to or "")
-        if shutdown.begun and report.pending:
-            shutdown.abandon(f"{len(report.sets.pending)} checkpoint set(s) not uploaded within the grace "
-                             f"({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "
-                             f"{len(report.pending)} file(s) pending); they resume on the next start")
-        return UploadTotals.from_report(cfg.to or getattr(self.run._uploader, "url", "") or "", report)
+        reports = group.reports()
+        within = f"drain timeout {cfg.drain_timeout:g}s" if not shutdown.begun else f"the {shutdown.grace:g}s grace"
+        for url, report in zip(group.urls, reports):
+            log_outcome(report, within=within, destination=url)
+        left = [r for r in reports if r.pending]
+        if shutdown.begun and left:
+            shutdown.abandon(f"{sum(len(r.sets.pending) for r in left)} checkpoint set(s) not uploaded within the "
+                             f"grace ({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "
+                             f"{sum(len(r.pending) for r in left)} file(s) pending); they resume on the next start")
+        return tuple(UploadTotals.from_report(url, r) for url, r in zip(group.urls, reports))
+
 
 def _new_parser(run: "Run") -> "Parser":
     """The parser a child's output is read with: the caller's (an object, or a factory called
@@ -332,6 +340,11 @@ def _close_sinks(sinks: list) -> None:
             sink.close()
         except Exception as exc:
             log.error("sink %s failed to close: %s: %s", sink.name, type(exc).__name__, exc)
+
+
+def _named(cfg) -> str:
+    """The destinations of `upload.to`, as a message names them."""
+    return ", ".join(cfg.upload.destinations)
 
 
 def _log_notice(notice) -> None:

@@ -30,8 +30,8 @@ class _Reporting:
                       faults=self.pipeline.faults.total if self.pipeline is not None else 0,
                       checkpoints_complete=self.watcher.stats.handed_over if self.watcher is not None else 0,
                       seconds_since_metric=None if last is None else max(0.0, time.time() - last))
-        if self.manager is not None:
-            p = self.manager.progress()
+        if self.group is not None:  # every destination's backlog: a set owed to two stores is two uploads
+            p = self.group.progress()
             counts.update(uploads_verified=p.sets_verified, uploads_failed=p.sets_failed, upload_bytes=p.bytes_sent,
                           uploads_skipped=p.sets_skipped)
         return counts
@@ -40,11 +40,11 @@ class _Reporting:
         from .endwarnings import end_warnings
 
         assert self.pipeline is not None
-        stats_sink, watcher, cfg = self.stats_sink, self.watcher, self.run.config
+        stats_sink, watcher = self.stats_sink, self.watcher
         stats = self.pipeline.stats
         found = watcher.stats.handed_over if watcher is not None else 0
-        destination = None if self.manager is None else (
-            cfg.upload.to or getattr(self.run._uploader, "url", "") or type(self.run._uploader).__name__)
+        destination = None if self.group is None else (
+            ", ".join(self.group.urls) or type(self.run._uploader).__name__)
         warnings = end_warnings(destination=destination, checkpoints_found=found,
                                 watched=sorted(watcher.roots) if watcher is not None else (),
                                 lines=stats.lines, metrics=stats_sink.metrics,
@@ -72,7 +72,8 @@ class _Reporting:
             faults=tuple(FaultCount(c, n) for c, n in sorted({**self.pipeline.faults.counts, **(
                 self.callbacks.dispatcher.faults.counts if self.callbacks is not None else {})}.items())),
             metrics=stats_sink.metrics, checkpoints_announced=stats_sink.checkpoints, checkpoints_complete=found,
-            uploads=self.uploads, last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
+            uploads=self.uploads[0] if self.uploads else None, destinations=self.uploads,
+            last_metrics=tuple(stats_sink.last.values()), table=stats_sink.table.rows(),
             notices=tuple(stats_sink.notices.values()), warnings=warnings,
             stop_reason=result.stop_reason, attempts=attempts, sinks=sinks,
             stop_rule=self.stop_rules.rules.fired if self.stop_rules is not None else None,

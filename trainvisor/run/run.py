@@ -265,15 +265,16 @@ class Run:
         parts = self._started()
         if parts.watcher is not None and parts.watcher.is_running:
             parts.watcher.sync(timeout=self.config.watch.settle + 5.0)
-        if uploads and parts.manager is not None:
-            parts.manager.drain(self.config.upload.drain_timeout)
+        if uploads and parts.group is not None:
+            parts.group.drain(self.config.upload.drain_timeout)
 
     def own_store(self) -> Optional[str]:
-        """Where this run's checkpoint sets are uploaded (upload.to down to the run's folder, where
-        its keys go), or None: a restart resumes from its own sets, never another run's."""
+        """Where this run's checkpoint sets are uploaded (upload.to's first destination, down to the
+        run's folder, where its keys go), or None: a restart resumes from its own sets, never another
+        run's."""
         from .resumepoint import folder_url
 
-        manager, url = self._started().manager, self.config.upload.to
+        manager, url = self._started().manager, next(iter(self.config.upload.destinations), None)
         return folder_url(url, manager.key_for("x")) if manager is not None and url else None
 
     def status(self) -> "RunStatus":

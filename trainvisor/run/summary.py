@@ -104,6 +104,7 @@ class RunSummary:
     checkpoints_announced: int = 0
     checkpoints_complete: int = 0
     uploads: Optional[UploadTotals] = None
+    """The first destination's uploads (`destinations[0]`), where a reader of one looks."""
     last_metrics: tuple[Metric, ...] = ()
     notices: tuple[Notice, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -129,6 +130,8 @@ class RunSummary:
     """This machine's index in a multi-node run (`identity.NodeIdentity`); None on one machine."""
     process_rank: Optional[int] = None
     """This trainvisor process's world rank, when one is started per rank (not a metric's `rank`)."""
+    destinations: tuple[UploadTotals, ...] = ()
+    """Every destination's uploads, in `upload.to`'s order (one for a single destination)."""
 
     @property
     def faults_by_component(self) -> Mapping[str, int]:

@@ -66,6 +66,7 @@ def _decoders() -> dict[str, Callable[[Any], Any]]:
     return {
         "command": tuple, "warnings": tuple, "abandoned": tuple, "restarts": tuple,
         "faults": many(_record(FaultCount)), "uploads": optional(_record(UploadTotals)),
+        "destinations": many(_record(UploadTotals)),
         "last_metrics": many(_record(Metric)), "notices": many(_record(Notice)),
         "sinks": many(_record(SinkCounts)), "table": many(_record(MetricRow)),
         "stop_rule": optional(_record(Firing)), "followed": optional(_record(TailStats)),

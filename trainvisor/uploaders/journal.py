@@ -15,6 +15,7 @@ files and the store (`trainvisor resume --rebuild-journal`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -32,7 +33,7 @@ from ..secrets import mask_url
 from .deletions import DELETIONS_TABLE, DeletionsJournal
 
 __all__ = ["Journal", "JournalEntry", "JournalError", "JournalStates", "JournalOwner", "QUEUED", "UPLOADING",
-           "VERIFIED", "FAILED", "SKIPPED", "SCHEMA_VERSION", "JOURNAL_FILE"]
+           "VERIFIED", "FAILED", "SKIPPED", "SCHEMA_VERSION", "JOURNAL_FILE", "journal_name"]
 
 QUEUED, UPLOADING, VERIFIED, FAILED = "queued", "uploading", "verified", "failed"
 # UPLOADING also means "the store may hold it already": before sending, the store is asked.
@@ -121,12 +122,23 @@ class JournalStates:
     skipped: tuple[str, ...] = ()
 
 
+def journal_name(url: str, *, several: bool) -> str:
+    """The journal file of one destination in a run directory: `uploads.sqlite` when the run has
+    one (the name every run directory has always had, so they resume); with several, each its
+    own `uploads-<8 hex>.sqlite`, named by a hash of its masked URL: the same destination finds
+    its journal again whatever order the list is in, and no password reaches a file name."""
+    if not several:
+        return JOURNAL_FILE
+    digest = hashlib.sha256(mask_url(url.rstrip("/")).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"uploads-{digest}.sqlite"
+
+
 class Journal(DeletionsJournal):
     """Thread-safe (one connection behind a lock); every change is committed before it returns.
     Retention's deletions: deletions.py."""
 
-    def __init__(self, run_dir: str, *, owner: Optional[JournalOwner] = None) -> None:
-        path = Path(run_dir) / JOURNAL_FILE
+    def __init__(self, run_dir: str, *, owner: Optional[JournalOwner] = None, name: str = JOURNAL_FILE) -> None:
+        path = Path(run_dir) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -142,14 +154,14 @@ class Journal(DeletionsJournal):
             raise
 
     @staticmethod
-    def set_aside(run_dir: str, clock: Callable[[], float] = time.time) -> Optional[Path]:
+    def set_aside(run_dir: str, clock: Callable[[], float] = time.time, name: str = JOURNAL_FILE) -> Optional[Path]:
         """Move the journal (and its WAL and shared memory) aside, kept for a post-mortem, so the
         next Journal starts empty; the name it was moved to, or None when there was none."""
-        path = Path(run_dir) / JOURNAL_FILE
+        path = Path(run_dir) / name
         if not path.exists():
             return None
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock()))
-        aside = path.with_name(f"{JOURNAL_FILE}.set-aside-{stamp}")
+        aside = path.with_name(f"{name}.set-aside-{stamp}")
         for suffix in ("", "-wal", "-shm"):
             if Path(f"{path}{suffix}").exists():
                 os.replace(f"{path}{suffix}", f"{aside}{suffix}")

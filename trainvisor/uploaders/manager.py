@@ -30,7 +30,7 @@ from .ratelimit import TokenBucket
 from .s3_pace import pace_requests
 from .superseded import QueuedSet, SupersededSets, step_of
 from .throughput import UploadMeter
-from .journal import FAILED, QUEUED, SKIPPED, VERIFIED, Journal, JournalOwner
+from .journal import FAILED, JOURNAL_FILE, QUEUED, SKIPPED, VERIFIED, Journal, JournalOwner
 from .reconcile import CHECKPOINT_RECORD, StoreCheck, plan_resume, read_checkpoint_record, verified_sets
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ class UploadManager(ObjectSending):
     an executor passed in stays the caller's). Use it as a context manager: leaving it closes.
     `retention` (with `values`, the --best-by metric's): after each verified set, the sets it no
     longer keeps are deleted from the store (pruning.py); --delete-after-upload then follows it.
+    `journal_name`: this destination's journal file in `run_dir` (`journal.journal_name`: a run
+    with several destinations has one manager and one journal for each).
     """
 
     def __init__(
@@ -72,10 +74,11 @@ class UploadManager(ObjectSending):
         values: Optional["BestByValues"] = None,
         limiter: Optional[TokenBucket] = None,
         skip_superseded: bool = False,
+        journal_name: str = JOURNAL_FILE,
     ) -> None:
         self._up = uploader
         url = str(getattr(uploader, "url", "") or type(uploader).__name__)
-        self._journal = Journal(run_dir, owner=JournalOwner.of(run_id, url))
+        self._journal = Journal(run_dir, owner=JournalOwner.of(run_id, url), name=journal_name)
         self._store = StoreCheck(uploader, self._journal)
         self._run_dir = run_dir
         self._run_id, self._prefix, self._template = run_id, prefix, key_template
