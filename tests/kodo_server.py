@@ -154,6 +154,11 @@ class KodoServer(ResumableV2):
         with self._lock:
             return self._writes.get((bucket, key), 0)
 
+    def written_keys(self, bucket: str) -> list[str]:
+        """Every key an upload ever stored, deleted since or not."""
+        with self._lock:
+            return sorted(k for b, k in self._writes if b == bucket)
+
     def keys(self, bucket: str) -> list[str]:
         with self._lock:
             return sorted(k for b, k in self._objects if b == bucket)

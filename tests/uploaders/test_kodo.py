@@ -63,10 +63,11 @@ def test_missing_bucket_fails_preflight(kodo, tmp_path):
     assert not exc.value.retryable
 
 
-def test_preflight_probe_is_deleted(kodo, tmp_path):
-    open_uploader("kodo://ckpt/p", state_dir=str(tmp_path)).preflight()
-    assert kodo.object_path("ckpt", ".trainvisor-probe") is None
-    assert kodo.object_writes("ckpt", ".trainvisor-probe") == 1
+def test_preflight_probe_is_written_under_the_prefix_and_deleted(kodo, tmp_path):
+    open_uploader("kodo://ckpt/team/p", state_dir=str(tmp_path)).preflight()
+    (probe,) = [k for k in kodo.written_keys("ckpt") if ".trainvisor-probe-" in k]
+    assert probe.startswith("team/p/.trainvisor-probe-")  # a key scoped to the prefix may write it
+    assert kodo.object_path("ckpt", probe) is None and kodo.object_writes("ckpt", probe) == 1
 
 
 def test_offline_mode_refuses_public_hosts_and_region_lookup(monkeypatch):

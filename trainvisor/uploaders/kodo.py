@@ -152,8 +152,13 @@ class KodoUploader:
         return UploadError(f"{what} on {self.url}: HTTP {status} {detail}".rstrip(), retryable=True)
 
     def preflight(self) -> None:
-        """Put and delete a probe object: proves credentials, bucket and write permission."""
-        key = ".trainvisor-probe"
+        """Put and delete a probe object: proves credentials, bucket and write permission. Under
+        the configured prefix (a key scoped to it, how platforms hand out buckets, may write
+        nowhere else), named anew each time so two runs sharing a prefix never delete each
+        other's."""
+        from .destinations import parse_destination
+
+        key = "/".join(filter(None, [parse_destination(self.url).prefix, f".trainvisor-probe-{os.urandom(6).hex()}"]))
         data = b"trainvisor preflight probe"
         try:
             uploader = FormUploader(self.bucket, regions=self._regions, preferred_scheme=self._hosts.scheme)
