@@ -126,3 +126,34 @@ def test_a_gap_in_the_backup_numbers_is_shifted_over_never_overwritten(tmp_path)
     kept = {p.name: p.read_text() for p in tmp_path.iterdir() if p.name.startswith("g.log")}
     assert kept == {"g.log": "next file\n", "g.log.1": "current\n", "g.log.2": "newest backup\n",
                     "g.log.4": "older\n", "g.log.5": "oldest\n"}
+
+
+def test_an_ack_that_finds_a_full_buffer_is_owed_and_the_last_one_waits_for_room():
+    import socket
+    import time
+
+    from trainvisor.logging.protocol import ACK, final_acks, send_acks
+
+    writer_end, sender_end = socket.socketpair()
+    try:
+        writer_end.setblocking(False)
+        try:
+            while True:  # the sender reads no acks: its buffer fills
+                writer_end.send(b"x" * 4096)
+        except BlockingIOError:
+            pass
+        decoder = FrameDecoder()
+        decoder.feed(b"".join(encode_frame(f"r{i}\n") for i in range(3)))
+        assert send_acks([(writer_end, decoder)]) == [writer_end]  # owed, not lost
+        assert final_acks([(writer_end, decoder)], time.monotonic() + 0.05) is False
+        sender_end.setblocking(False)
+        try:
+            while sender_end.recv(1 << 20):  # the sender reads: room again
+                pass
+        except BlockingIOError:
+            pass
+        assert final_acks([(writer_end, decoder)], time.monotonic() + 1.0) is True
+        assert ACK.unpack(sender_end.recv(64)[-ACK.size:]) == (3,)
+    finally:
+        writer_end.close()
+        sender_end.close()

@@ -189,8 +189,9 @@ class LogWriterServer:
                     self._write(batch, marks)
                 # Every sender read from is acked, even one whose records were all skipped (re-sent
                 # ones the file holds): it waits for that ack, or would re-send them once more.
-                self._owed.update(send_acks(senders + [(c, self._connections[c]) for c in self._owed
-                                                       if c in self._connections]))
+                told = dict(senders)  # and those still owed one: the owed are those it did not fit now
+                told.update((c, self._connections[c]) for c in self._owed if c in self._connections)
+                self._owed = set(send_acks(list(told.items())))
                 pause = _COALESCE_SECONDS - (time.monotonic() - woke)
                 if 0 < received < _COALESCE_BYTES and pause > 0 and not stopping:
                     # Let records pile up for a moment: one wake-up, recv and write per
