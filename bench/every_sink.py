@@ -160,16 +160,18 @@ def sink_counts(run_dir: str) -> str:
     return "; ".join(f"{n} {w} written, {d} dropped, {f} failed" for n, w, d, f in found)
 
 
-def lines_parsed(run_dir: str) -> int:
-    """The lines the run parsed, from its summary.json."""
+def run_summary(run_dir: str) -> dict:
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as fh:
-        return int(json.load(fh)["lines"])
+        return json.load(fh)
+
+
+def lines_parsed(run_dir: str) -> int:
+    return int(run_summary(run_dir)["lines"])
 
 
 def sink_cpu(run_dir: str) -> dict[str, float]:
-    """Each sink's CPU seconds, from the run's summary.json."""
-    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as fh:
-        return {c["name"]: c.get("cpu_seconds", 0.0) for c in json.load(fh).get("sinks", ())}
+    """Each sink's CPU seconds."""
+    return {c["name"]: c.get("cpu_seconds", 0.0) for c in run_summary(run_dir).get("sinks", ())}
 
 
 def main() -> None:

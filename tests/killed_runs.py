@@ -46,12 +46,17 @@ def snapshots(work: Path) -> dict[str, bytes]:
             for p in sorted((work / "snap").rglob("*")) if p.is_file()}
 
 
-def journal_rows(work: Path) -> dict[str, str]:
+def journal_pairs(work: Path, query: str) -> dict[str, str]:
+    """A two-column query of the run's upload journal, as a dict."""
     db = sqlite3.connect(work / "run" / "uploads.sqlite")
     try:
-        return dict(db.execute("SELECT key, state FROM files").fetchall())
+        return dict(db.execute(query).fetchall())
     finally:
         db.close()
+
+
+def journal_rows(work: Path) -> dict[str, str]:
+    return journal_pairs(work, "SELECT key, state FROM files")
 
 
 def s3_objects(s3, bucket: str) -> dict[str, bytes]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 from fixtures.caffe_log import generate_caffe_log
 from tests.conftest import FAKE_CAFFE, s3_env
 from tests.faultproxy import FaultProxy, HoldReply
-from tests.killed_runs import recorded
+from tests.killed_runs import journal_pairs, recorded
 from tests.test_process_tree import wait_for
 
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
@@ -151,11 +150,7 @@ def test_twelve_sets_leave_the_newest_two_and_the_best_with_their_manifests(stor
 
 
 def _deletions(work: Path) -> dict[str, str]:
-    db = sqlite3.connect(work / "run" / "uploads.sqlite")
-    try:
-        return dict(db.execute("SELECT name, state FROM deletions").fetchall())
-    finally:
-        db.close()
+    return journal_pairs(work, "SELECT name, state FROM deletions")
 
 
 def _tests_recorded(work: Path) -> int:

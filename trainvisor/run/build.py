@@ -60,11 +60,6 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
         label = name if all(s.name != name for s in sinks) else f"{name}#{len(sinks) + 1}"
         sinks.append(CountingSink(sink, label) if inline else
                      ThreadedSink(sink, label, capacity=cfg.queue, deadline=deadline, cpu_share=cfg.cpu_share))
-        # `cpu_share` is what the threaded sinks take together: each gets an equal part, so
-        # adding sinks never takes more of the interpreter from parsing
-        threaded = [s for s in sinks if isinstance(s, ThreadedSink)]
-        for s in threaded:
-            s.cpu_share = cfg.cpu_share / len(threaded) if cfg.cpu_share < 1 else 1.0
 
     try:
         if cfg.use or cfg.options or objects:
@@ -84,6 +79,11 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
             with contextlib.suppress(Exception):
                 s.close()
         raise
+    # `cpu_share` is what the threaded sinks take together: each gets an equal part, so adding
+    # sinks never takes more of the interpreter from parsing
+    threaded = [s for s in sinks if isinstance(s, ThreadedSink)]
+    for s in threaded:
+        s.cpu_share = cfg.cpu_share / len(threaded) if cfg.cpu_share < 1 else 1.0
     return sinks
 
 
