@@ -26,12 +26,14 @@ def _instance(tmp_path: Path, **env: str):
     return TrainInstance("job-m", env=full, log_to_file=False)
 
 
-def test_a_snapshot_whose_upload_failed_keeps_its_files_and_a_verified_one_is_removed(tmp_path, kodo, monkeypatch):
+def test_a_snapshot_whose_upload_failed_keeps_its_files_and_a_verified_one_is_removed(tmp_path, kodo, monkeypatch,
+                                                                                       request):
     """The original deleted the snapshot files after the upload whether it had worked or not."""
     monkeypatch.chdir(tmp_path)
     lines = _log_lines()
     ins = _instance(tmp_path, QINIU_ACCESS_KEY=KODO_AK, QINIU_SECRET_KEY=KODO_SK, QINIU_BUCKET="ckpt",
                     QINIU_UP_HOST=kodo.url, QINIU_RS_HOST=kodo.url)
+    request.addfinalizer(lambda: ins.uploads.drain(0))  # closed even when an assertion fails first
     extra = tmp_path / "labels.txt"
     extra.write_text("0 1 2 3 4 5 6 7 8 9\n")
     hook = ins.get_epoch_end_callback("caffe", batch_of_epoch=1000, other_files=[str(extra)])
@@ -46,7 +48,7 @@ def test_a_snapshot_whose_upload_failed_keeps_its_files_and_a_verified_one_is_re
             f.write_bytes(os.urandom(64))
         for line in lines[at - 1:at + 2]:  # the two Snapshotting lines, then the next: the files are whole
             hook(line)
-        ins.uploads.futures[-1].result(timeout=30)
+        ins.uploads.futures[-1].result(timeout=30)  # resolves once the files are dealt with
         return files
 
     failed = snapshot(533, 1000)

@@ -6,6 +6,8 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import pytest
+
 from trainvisor.uploaders import LocalUploader
 from trainvisor.uploaders.journal import QUEUED, Journal, JournalStates
 from trainvisor.uploaders.manager import DrainReport, SetOutcome, UploadManager
@@ -36,8 +38,20 @@ class EndlessStore(LocalUploader):
             self.ended.set()
 
 
+_EARLIER: set[threading.Thread] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_threads():
+    """The threads alive before the test: another test's leak is that test's failure, not this one's."""
+    _EARLIER.clear()
+    _EARLIER.update(threading.enumerate())
+    yield
+
+
 def _upload_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("trainvisor-upload")]
+    """The upload threads this test's manager started and left running."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("trainvisor-upload") and t not in _EARLIER]
 
 
 def test_submit_returns_a_future_that_resolves_to_the_verified_set(tmp_path):

@@ -95,7 +95,8 @@ class SnapshotUploads:
         """Queue the epoch's set: its files copied to `tmp/epoch_N` (the set uploaded is the
         epoch's even when the training writes a file again: MXNet's symbol file, each epoch), as
         the original tarred them there. Once verified the copies and the snapshot files (in the
-        version copied) are deleted; a set that failed keeps both."""
+        version copied) are deleted; a set that failed keeps both. The future resolves after
+        that, so a caller that waits on it sees the files as they will stay."""
         return self._submit(f"snapshot-model-epoch_{snap.epoch}", f"epoch_{snap.epoch}", snap.files,
                             snap.other_files, iteration=snap.epoch * snap.batch_of_epoch, epoch=snap.epoch)
 
@@ -119,22 +120,28 @@ class SnapshotUploads:
                 owned.append((os.path.abspath(path), _version(str(copy))))
         cp = Checkpoint(name=name, files=tuple(files), iteration=iteration, epoch=epoch, root=str(staged),
                         framework="ava")
-        future = self.open().submit(cp)
+        sent = self.open().submit(cp)
+        settled: Future = Future()  # resolves once the files are dealt with, not merely uploaded
 
-        def settled(f: Future) -> None:
-            outcome = None if f.cancelled() else f.result()
-            if outcome is None or outcome.state != VERIFIED:
-                log.warning("set %s not uploaded (%s): its files are kept", name,
-                            outcome.state if outcome else "cancelled")
-                return
-            for path, version in owned:
-                if _version(path) == version:  # not written again since it was copied
-                    _unlink(path)
-            shutil.rmtree(staged, ignore_errors=True)
+        def settle(f: Future) -> None:
+            try:
+                outcome = None if f.cancelled() else f.result()
+                if outcome is None or outcome.state != VERIFIED:
+                    log.warning("set %s not uploaded (%s): its files are kept", name,
+                                outcome.state if outcome else "cancelled")
+                else:
+                    for path, version in owned:
+                        if _version(path) == version:  # not written again since it was copied
+                            _unlink(path)
+                    shutil.rmtree(staged, ignore_errors=True)
+            except BaseException as exc:  # an upload's own error, or one deleting: the caller sees it
+                settled.set_exception(exc)
+            else:
+                settled.set_result(outcome)
 
-        future.add_done_callback(settled)
-        self.futures.append(future)
-        return future
+        sent.add_done_callback(settle)
+        self.futures.append(settled)
+        return settled
 
     def drain(self, timeout: float):
         """Wait for the sets (within `timeout`), then close; the report, or None when nothing was sent."""
