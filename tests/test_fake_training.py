@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from trainvisor.testing.faketrain.plan import split_lines
+from trainvisor.testing.faketrain.plan import make_plan, split_lines
+from trainvisor.testing.faketrain.resume import resume_plan
 
 from .conftest import FIXTURES, real_logs
 
@@ -242,3 +243,17 @@ def test_a_sigint_snapshot_after_a_log_cut_mid_line_starts_on_its_own_line(tmp_p
     # the time and pid of the cut line, which names no metric yet: the snapshot is of iteration 400
     assert err.startswith(b"\nI1231 23:59:30.108649  4242 solver.cpp:454] Snapshotting to binary proto file "
                           b"examples/mnist/lenet_iter_400.caffemodel\n")
+
+
+def test_caffe_resumed_at_a_tested_iteration_prints_that_test_from_its_first_line():
+    """Caffe tests at iteration N right after writing the snapshot of N, and `caffe train -snapshot`
+    of that state tests N again (Solver::Step tests whenever iter_ % test_interval == 0), its
+    "Iteration N, Testing net" line first: without it a parser reads the test's outputs as of no
+    iteration. The resumed play is the log's header, then the log from that line on."""
+    plan = make_plan(LENET, framework="caffe")
+    resumed = resume_plan(plan, "examples/mnist/lenet_iter_250.solverstate")
+    at = next(i for i, line in enumerate(plan.lines) if b"] Iteration 250, Testing net (#0)" in line)
+    tail = plan.lines[at:]
+    assert resumed.lines[-len(tail):] == tail
+    assert not any(b"] Iteration " in line for line in resumed.lines[:-len(tail)])
+    assert b"caffe.cpp:251] Resuming from examples/mnist/lenet_iter_250.solverstate\n" in b"".join(resumed.lines)

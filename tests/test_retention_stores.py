@@ -5,14 +5,21 @@ test server and file://. What the store must keep is worked out from the run's o
 (metrics.jsonl: the test accuracies; checkpoints.jsonl: the sets), not written down here.
 A log whose accuracy collapses at iteration 65 has its best set in the middle (3 sets kept);
 a rising one has it last (2 kept). Objects under the prefix that trainvisor did not write stay.
-And a SIGKILL while a deletion is under way: the restarted run finishes it, deleting nothing else."""
+And a SIGKILL while a deletion is under way, on each of the three stores: the restarted run (or
+`trainvisor resume`) finishes it, deleting nothing else."""
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import boto3
 import pytest
@@ -26,6 +33,7 @@ from tests.test_process_tree import wait_for
 TRAINVISOR = [sys.executable, "-m", "trainvisor"]
 RETENTION = ["--keep-last", "2", "--keep-best", "1", "--best-by", "accuracy max"]
 FOREIGN = {"b/r1/notes.txt": b"not trainvisor's", "b/keep-me.bin": b"beside the run"}
+Held = Callable[[], bool]
 
 
 def _log(path: Path, *, collapse: bool) -> Path:
@@ -87,6 +95,38 @@ class _Folder:
     def objects(self) -> dict[str, bytes]:
         return {p.relative_to(self.root).as_posix(): p.read_bytes() for p in self.root.rglob("*") if p.is_file()}
 
+    def cut_first_deletion(self, stack: contextlib.ExitStack, work: Path, log: Path) -> tuple[list[str], Held]:
+        """No server here to hold a reply: the store itself stops the deletion, part way. A first
+        attempt crashes after its second set (fake Caffe's --crash-after-snapshots 2): both
+        uploaded, nothing deleted (two sets are within the policy). In the store, the first
+        object the first set's manifest lists (the one a deletion takes after the manifest) is
+        then replaced by a non-empty folder of that name, which no unlink removes (root's
+        neither). The training resumed from the second set's solver state (as `caffe train
+        -snapshot`), retention deletes the first set once the third is verified: its manifest
+        goes, that object does not, nor the next, and the deletion stays `deleting` (each later
+        pass tries it again, in vain) while the later sets are deleted as usual. Killed once all
+        that is settled, and the file put back (`release`), the store and the journal are as a
+        kill between the manifest's deletion and the next one leaves them."""
+        first = subprocess.run(_argv(work, self.url, log, "--crash-after-snapshots", "2"), cwd=work,
+                               capture_output=True, text=True, timeout=120)
+        assert first.returncode == 1, first.stderr[-3000:]
+        victim, second = recorded(work)
+        self._blocked = self.root / _set_objects(work, victim)[0]
+        self._saved = self._blocked.read_bytes()
+        self._blocked.unlink()
+        self._blocked.mkdir()
+        (self._blocked / "in-the-way").write_bytes(b"not an object")
+
+        def held() -> bool:  # asked once the 12 sets and 13 tests are recorded
+            deleted = set(recorded(work)) - _kept_by_the_policy(work) - {victim}
+            return _deletions(work) == {victim: "deleting", **dict.fromkeys(deleted, "deleted")}
+        return ["-snapshot", str(work / "snap" / "examples" / "mnist" / f"{second}.solverstate")], held
+
+    def release(self) -> None:
+        assert self._blocked.is_dir()  # what the deletion could not remove
+        shutil.rmtree(self._blocked)
+        self._blocked.write_bytes(self._saved)
+
 
 class _S3:
     def __init__(self, endpoint: str, bucket: str, tmp_path: Path) -> None:
@@ -94,6 +134,7 @@ class _S3:
                                    aws_secret_access_key="test", region_name="us-east-1")
         self.client.create_bucket(Bucket=bucket)
         self.bucket, self.url, self.env = bucket, f"s3://{bucket}/b", s3_env(endpoint, tmp_path)
+        self._endpoint, self._tmp = endpoint, tmp_path
 
     def put(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
@@ -101,6 +142,17 @@ class _S3:
     def objects(self) -> dict[str, bytes]:
         listed = self.client.list_objects_v2(Bucket=self.bucket).get("Contents", [])
         return {o["Key"]: self.client.get_object(Bucket=self.bucket, Key=o["Key"])["Body"].read() for o in listed}
+
+    def cut_first_deletion(self, stack: contextlib.ExitStack, work: Path, log: Path) -> tuple[list[str], Held]:
+        """Every request through the fault proxy: the first DELETE of the run's objects reaches the
+        store (the set's manifest goes), its reply is held."""
+        self._proxy = stack.enter_context(FaultProxy(self._endpoint))
+        self._proxy.inject("DELETE", rf"^/{self.bucket}/b/r1/", HoldReply(600))
+        self.env = s3_env(self._proxy.url, self._tmp)
+        return [], lambda: self._proxy.holding >= 1
+
+    def release(self) -> None:
+        self._proxy.clear_faults()
 
 
 class _Kodo:
@@ -117,6 +169,22 @@ class _Kodo:
 
     def objects(self) -> dict[str, bytes]:
         return {k: self.server.read_object("ckpt", k) for k in self.server.keys("ckpt")}
+
+    def cut_first_deletion(self, stack: contextlib.ExitStack, work: Path, log: Path) -> tuple[list[str], Held]:
+        """The rs host (where the SDK deletes and stats) behind the fault proxy, the up host not:
+        the first deletion of the run's objects reaches the server (the set's manifest goes), its
+        reply is held, and so is any other's (the SDK sends a request again after 30 s without a
+        reply: its retry must not be answered either). A deletion's path holds `bucket:key` in
+        urlsafe base64, three bytes to four characters: every key under b/r1/ begins with the 12
+        of `ckpt:b/r1` (the preflight's probe, under b/, does not)."""
+        self._proxy = stack.enter_context(FaultProxy(self.server.url))
+        entry = base64.urlsafe_b64encode(b"ckpt:b/r1").decode()
+        self._proxy.inject("POST", rf"^/delete/{re.escape(entry)}", HoldReply(600), times=100)
+        self.env = {**os.environ, "QINIU_RS_HOST": self._proxy.url}
+        return [], lambda: self._proxy.holding >= 1
+
+    def release(self) -> None:
+        self._proxy.clear_faults()
 
 
 @pytest.fixture(params=["file", "s3", "kodo"])
@@ -149,6 +217,13 @@ def test_twelve_sets_leave_the_newest_two_and_the_best_with_their_manifests(stor
     assert f"  deleted from store {len(deleted)} set(s): {', '.join(deleted)}\n" in done.stderr
 
 
+def _set_objects(work: Path, name: str) -> list[str]:
+    """A set's objects (under the store's root) in the order its manifest lists them, the order
+    a deletion takes them in after the manifest, from the run's own copy of that manifest."""
+    manifest = json.loads((work / "run" / f".{name}.manifest.json").read_text())
+    return [f"b/r1/{entry['relpath']}" for entry in manifest["files"]]
+
+
 def _deletions(work: Path) -> dict[str, str]:
     return journal_pairs(work, "SELECT name, state FROM deletions")
 
@@ -162,41 +237,42 @@ def _tests_recorded(work: Path) -> int:
 
 
 @pytest.mark.parametrize("restart", ["run", "resume"])
-def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_is_deleted(
-        moto_module_endpoint, tmp_path, restart):
-    """The first DELETE of a set's objects reaches the store (its manifest goes) but its reply is
-    held: trainvisor is killed with the deletion journaled `deleting`. The restart on the same run
-    directory (the training again, or `trainvisor resume`) deletes the rest of that set, and the
-    store ends as a whole run would have left it."""
-    s3 = _S3(moto_module_endpoint, f"keep-killed-{restart}", tmp_path)
+def test_a_deletion_cut_by_sigkill_is_finished_by_the_restart_and_nothing_else_is_deleted(store, tmp_path, restart):
+    """The first set retention deletes loses its manifest (deleted first) and nothing else when
+    trainvisor is SIGKILLed, the deletion journaled `deleting`: on S3 and Kodo the first deletion
+    request reaches the store and its reply is held; on file:// the store refuses the set's next
+    object (each store's `cut_first_deletion` says how). The restart on the same run directory
+    (the training again, or `trainvisor resume`) deletes the rest of that set, and the store ends
+    as a whole run would have left it."""
     for key, data in FOREIGN.items():
-        s3.put(key, data)
+        store.put(key, data)
     work = _workdir(tmp_path)
     log = _log(work / "train.log", collapse=True)
-    with FaultProxy(moto_module_endpoint) as proxy:
-        env = s3_env(proxy.url, tmp_path)
-        proxy.inject("DELETE", rf"^/{s3.bucket}/b/r1/", HoldReply(600))
-        first = subprocess.Popen(_argv(work, s3.url, log, "--sleep-at-end", "60"), cwd=work, env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with contextlib.ExitStack() as stack:
+        training, held = store.cut_first_deletion(stack, work, log)
+        first = subprocess.Popen(_argv(work, store.url, log, *training, "--sleep-at-end", "60"), cwd=work,
+                                 env=store.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: first.poll() is not None or (proxy.holding >= 1 and len(recorded(work)) == 12
-                                                          and _tests_recorded(work) == 13),
-                     60, "a deletion held, every set and test recorded")
+            wait_for(lambda: first.poll() is not None or (len(recorded(work)) == 12 and _tests_recorded(work) == 13
+                                                          and held()),
+                     60, "a deletion cut, every set and test recorded")
         finally:
             first.send_signal(signal.SIGKILL)
             first.wait(30)
         assert first.returncode == -signal.SIGKILL
         (cut,) = [name for name, state in _deletions(work).items() if state == "deleting"]
-        assert f"b/r1/{cut}.manifest.json" not in s3.objects()  # the held request was carried out
-        assert f"b/r1/examples/mnist/{cut}.caffemodel" in s3.objects()  # the rest of the set was not
-        proxy.clear_faults()
-        argv = (_argv(work, s3.url, log, "--no-snapshots") if restart == "run" else
+        left, objects = store.objects(), _set_objects(work, cut)
+        assert f"b/r1/{cut}.manifest.json" not in left  # the deletion had begun (the manifest goes first)
+        assert objects[-1] in left  # and had not ended (file://: the first is the folder in its way)
+        store.release()
+        assert set(objects) <= set(store.objects())
+        argv = (_argv(work, store.url, log, "--no-snapshots") if restart == "run" else
                 TRAINVISOR + ["resume", str(work / "run")])
-        again = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        again = subprocess.run(argv, cwd=work, env=store.env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-3000:]
     kept = _kept_by_the_policy(work)
     assert cut not in kept and len(kept) == 3
-    objects = s3.objects()
+    objects = store.objects()
     assert sorted(json.loads(v)["name"] for k, v in objects.items() if k.endswith(".manifest.json")) == sorted(kept)
     assert {k: v for k, v in objects.items() if not k.endswith(".manifest.json")} == _expected_objects(work, kept)
     assert _deletions(work) == {name: "deleted" for name in _deletions(work)} and cut in _deletions(work)

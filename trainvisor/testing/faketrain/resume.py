@@ -13,6 +13,7 @@ _STATE_ITER = re.compile(r"_iter_(\d+)\.solverstate(?:\.h5)?$")
 _GLOG_HEAD = re.compile(rb"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ ")
 _START = b"Starting Optimization"
 _ITERATION = b"] Iteration "
+_TESTING = re.compile(rb"\] Iteration (\d+), Testing net")
 
 
 def iteration_of_state(path: str) -> int:
@@ -25,13 +26,17 @@ def iteration_of_state(path: str) -> int:
 def resume_plan(plan: Plan, state: str) -> Plan:
     """The log's header (the nets built, up to "Starting Optimization"), caffe.cpp's "Resuming
     from STATE" and the solver's restore, then the log from the saved iteration on: real Caffe
-    restores `iter_` and goes on from there (its display of that iteration included; the
-    snapshot lines that saved it, printed before it, are not printed again)."""
+    restores `iter_` and goes on from there (its display of that iteration included, and its test
+    when one falls on it, "Iteration N, Testing net" first; the snapshot lines that saved it,
+    printed before it, are not printed again)."""
     resumed_at = iteration_of_state(state)
     header, kept, current = [], [], None
     for number, raw in enumerate(plan.lines, 1):
         current = plan.iterations.get(number, current)
-        if current is None and _ITERATION in raw:  # "Iteration 0, Testing net": the loop has begun
+        testing = _TESTING.search(raw)
+        if testing:  # a test's first line names its iteration before any of its metrics does
+            current = int(testing.group(1))
+        elif current is None and _ITERATION in raw:  # "Iteration 0 (...)": the loop has begun
             current = 0
         if current is None:
             header.append(number)
