@@ -172,3 +172,24 @@ def test_an_object_boto3_stored_with_sha256_is_found_by_a_restart_and_checked_by
                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert again.returncode != 0 and "net_iter_100.caffemodel" in again.stderr, again.stderr
     assert not (tmp_path / "out2" / "net_iter_100.caffemodel").exists()
+
+
+def test_an_object_stored_with_a_full_object_crc64nvme_is_recognised_from_the_file(proxied, tmp_path):
+    """Another client's multipart upload, which the store keeps as CRC64NVME (AWS S3's default
+    for an object written without a checksum): `stored` (a restart's question) reads the file
+    once and finds it by that CRC; one byte different, it is not this file."""
+    from boto3.s3.transfer import TransferConfig
+
+    proxy, _ = proxied
+    proxy.restate_checksums("CRC64NVME")
+    src = _file(tmp_path, 20 * MB)
+    other = boto3.client("s3", endpoint_url=proxy.url)
+    other.upload_file(src, "ckpt", "p/by-boto3", Config=TransferConfig(multipart_chunksize=PART))
+    data = open(src, "rb").read()
+    want = f"crc64nvme:{_b64(_crc64(data))}"
+    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=proxy.url)
+    assert up.stored(src, "p/by-boto3").checksum == want
+    with open(src, "r+b") as fh:
+        fh.seek(15 * MB)
+        fh.write(bytes([data[15 * MB] ^ 1]))
+    assert up.stored(src, "p/by-boto3") is None
