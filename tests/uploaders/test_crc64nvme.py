@@ -66,6 +66,15 @@ def test_c_and_python_agree_on_random_data_at_every_alignment():
     assert _crc64.crc64nvme(bytearray(data)) == whole
 
 
+@pytest.mark.skipif(not crc64.NATIVE, reason="the C module is not built")
+def test_c_and_python_agree_at_every_length_around_the_fast_paths_edges():
+    """Folding (x86-64 with PCLMULQDQ) from 256 bytes, 64 at a time, then 16, then single bytes;
+    the table loop below: every length up to 700, continued from a CRC other than zero."""
+    data = os.urandom(700)
+    for n in range(701):
+        assert _crc64.crc64nvme(data[:n], 0x1234) == crc64.py_crc64nvme(data[:n], 0x1234), n
+
+
 @pytest.mark.parametrize("combine", [crc64.py_combine, crc64.combine], ids=["pure-python", "module"])
 def test_combine_gives_the_crc_of_the_joined_bytes(combine):
     a, b = os.urandom(100_003), os.urandom(65_537)

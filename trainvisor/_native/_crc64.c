@@ -2,8 +2,10 @@
  * checksum of its own, and the only CRC it keeps as FULL_OBJECT for every multipart upload.
  *
  * Why C: an uploader verifies each part while its bytes are in memory; a byte-at-a-time Python
- * loop does ~10 MB/s, a slicing-by-8 table loop here over 1 GB/s. The interpreter lock is released
- * for large buffers, so the upload's part threads checksum in parallel. `combine` gives the CRC
+ * loop does ~7 MB/s, a slicing-by-8 table loop here ~1 GB/s, and on an x86-64 CPU with PCLMULQDQ
+ * (checked at import) four 16-byte lanes folded by carry-less multiplication ~6 GB/s.
+ * The interpreter lock is released for large buffers, so the upload's part threads checksum in
+ * parallel. `combine` gives the CRC
  * of two concatenated pieces from theirs and the second's length (O(log n), no byte read again):
  * the whole file's CRC from its parts', computed once per byte while the parts were sent.
  *
@@ -20,7 +22,7 @@
 #define UNLOCKED_FROM (64 * 1024) /* below this, taking the lock back costs more than it frees */
 
 static uint64_t table[8][256]; /* table[k][b]: byte b followed by k zero bytes */
-static uint64_t x2n[64];       /* x^(2^n) mod P, for combine */
+static uint64_t x2n[64];       /* x^(2^n) mod P, for combine and the folding constants */
 
 /* The tables, filled once at import (16 KiB: cheaper to make than to ship). */
 static void make_tables(void) {
@@ -93,6 +95,65 @@ static void make_powers(void) {
         x2n[n] = p = multmodp(p, p);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FOLDING 1
+#define FOLD_FROM 256 /* shorter buffers: the table loop (no setup) */
+
+/* Folding (the method of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ",
+ * worked out here for this CRC): a 16-byte lane holds a 128-bit polynomial whose first 8 bytes are
+ * its high half. Moving it d bits further is multiplying by x^d; modulo P that is its halves
+ * times x^(d+64) and x^d mod P, each a 64x64 carry-less product. The product of two reflected
+ * 64-bit values lands one bit short in a 128-bit reflected lane, so the constants are taken one
+ * power lower (x^(d+63), x^(d-1)). What is left after the last fold, 16 bytes congruent to
+ * everything before them, goes through the table loop. */
+static __m128i k_four, k_one; /* d = 512 (four lanes apart), d = 128 (the next lane) */
+static int folding;
+
+__attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i lane, __m128i k, __m128i next) {
+    __m128i lo = _mm_clmulepi64_si128(lane, k, 0x00), hi = _mm_clmulepi64_si128(lane, k, 0x11);
+    return _mm_xor_si128(_mm_xor_si128(lo, hi), next);
+}
+
+#define LOAD(q) _mm_loadu_si128((const __m128i *)(q))
+
+/* The register (not inverted) advanced over n >= 64 bytes by folding. */
+__attribute__((target("pclmul,sse2"))) static uint64_t advance_folding(uint64_t c, const unsigned char *p,
+                                                                        size_t n) {
+    __m128i a0 = _mm_xor_si128(LOAD(p), _mm_cvtsi64_si128((long long)c));
+    __m128i a1 = LOAD(p + 16), a2 = LOAD(p + 32), a3 = LOAD(p + 48);
+    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+        a0 = fold(a0, k_four, LOAD(p));
+        a1 = fold(a1, k_four, LOAD(p + 16));
+        a2 = fold(a2, k_four, LOAD(p + 32));
+        a3 = fold(a3, k_four, LOAD(p + 48));
+    }
+    a3 = fold(fold(fold(a0, k_one, a1), k_one, a2), k_one, a3);
+    for (; n >= 16; p += 16, n -= 16)
+        a3 = fold(a3, k_one, LOAD(p));
+    unsigned char rest[16];
+    _mm_storeu_si128((__m128i *)rest, a3);
+    return advance(advance(0, rest, 16), p, n);
+}
+
+static uint64_t xnmodp(uint64_t n) { return x2nmodp(n, 0); }
+
+static void make_folding(void) {
+    folding = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
+    k_four = _mm_set_epi64x((long long)xnmodp(512 - 1), (long long)xnmodp(512 + 63));
+    k_one = _mm_set_epi64x((long long)xnmodp(128 - 1), (long long)xnmodp(128 + 63));
+}
+#endif
+
+/* The register advanced over n bytes by the fastest way this CPU has. */
+static uint64_t advance_any(uint64_t c, const unsigned char *p, size_t n) {
+#ifdef FOLDING
+    if (folding && n >= FOLD_FROM)
+        return advance_folding(c, p, n);
+#endif
+    return advance(c, p, n);
+}
+
 PyDoc_STRVAR(crc64nvme_doc, "crc64nvme(data, crc=0, /) -> int\n\n"
                             "The CRC-64/NVME of a bytes-like `data`, continuing `crc` (that of the bytes before it).");
 
@@ -104,10 +165,10 @@ static PyObject *crc64nvme(PyObject *self, PyObject *args) {
     uint64_t c = ~(uint64_t)crc;
     if (buf.len >= UNLOCKED_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        c = advance(c, buf.buf, (size_t)buf.len);
+        c = advance_any(c, buf.buf, (size_t)buf.len);
         Py_END_ALLOW_THREADS
     } else {
-        c = advance(c, buf.buf, (size_t)buf.len);
+        c = advance_any(c, buf.buf, (size_t)buf.len);
     }
     PyBuffer_Release(&buf);
     return PyLong_FromUnsignedLongLong(~c);
@@ -135,5 +196,13 @@ static struct PyModuleDef crc64_module = {PyModuleDef_HEAD_INIT, "_crc64",
 PyMODINIT_FUNC PyInit__crc64(void) {
     make_tables();
     make_powers();
-    return PyModule_Create(&crc64_module);
+    int by_folding = 0;
+#ifdef FOLDING
+    make_folding();
+    by_folding = folding;
+#endif
+    PyObject *m = PyModule_Create(&crc64_module);
+    if (m && PyModule_AddIntConstant(m, "FOLDING", by_folding) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -3,9 +3,10 @@ checksum, and the one CRC it keeps FULL_OBJECT for every multipart upload).
 
 `crc64nvme(data, crc=0)` continues `crc` over `data`; `combine(crc1, crc2, len2)` is the CRC of
 two pieces one after the other from theirs (a whole file's from its parts', no byte read twice).
-Both come from the C module (trainvisor/_native/_crc64.c: slicing-by-8, the interpreter lock
-released for large buffers) when it is built; without it (no compiler, or TRAINVISOR_PURE_PYTHON
-set) from the pure-Python forms here: the same values, about a hundred times slower, so a store
+Both come from the C module (trainvisor/_native/_crc64.c: carry-less multiplication folding on
+x86-64 CPUs that have it, else slicing-by-8; the interpreter lock released for large buffers;
+`bench/checksums.py`) when it is built; without it (no compiler, or TRAINVISOR_PURE_PYTHON
+set) from the pure-Python forms here: the same values, hundreds of times slower, so a store
 that answers with CRC64NVME is still verified rather than trusted. The tests compare both.
 """
 from __future__ import annotations
