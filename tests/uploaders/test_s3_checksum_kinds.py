@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import logging
 import os
 import subprocess
 
@@ -18,7 +17,8 @@ import pytest
 
 from tests.conftest import s3_env
 from tests.faultproxy import FaultProxy
-from tests.uploaders.test_s3_faults import _file, _manager, _submit
+from tests.uploaders.test_s3_checksums import send_with_a_byte_flipped
+from tests.uploaders.test_s3_faults import _file
 from trainvisor.checkpoints import Manifest
 from trainvisor.uploaders.checksums import checksum_like
 from trainvisor.uploaders.crc64nvme import crc64nvme
@@ -100,15 +100,7 @@ def test_a_byte_flipped_on_the_way_is_caught_by_that_checksum_and_the_part_sent_
                                                                                      algorithm):
     proxy, s3 = proxied
     proxy.restate_checksums(algorithm)
-    src = _file(tmp_path, 30 * MB)
-    proxy.inject("PUT", r"/ckpt/p/r1/net_iter_100\.caffemodel$", "flip", query_regex=r"(^|&)partNumber=2(&|$)")
-    m = _manager(proxy, tmp_path)
-    with caplog.at_level(logging.WARNING, logger="trainvisor"):
-        _submit(m, src)
-        report = m.drain(60)
-    m.close()
-    assert report.pending == () and report.failed == ()
-    assert proxy.accepted_parts().count(2) == 2  # the damaged one, then the right one
+    src = send_with_a_byte_flipped(proxy, tmp_path, caplog)
     assert f"part 2 was stored with {algorithm} " in caplog.text and "not that of its bytes" in caplog.text
     data = open(src, "rb").read()
     assert s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.caffemodel")["Body"].read() == data

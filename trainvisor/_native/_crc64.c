@@ -5,9 +5,9 @@
  * loop does ~7 MB/s, a slicing-by-8 table loop here ~1 GB/s, and on an x86-64 CPU with PCLMULQDQ
  * (checked at import) four 16-byte lanes folded by carry-less multiplication ~6 GB/s.
  * The interpreter lock is released for large buffers, so the upload's part threads checksum in
- * parallel. `combine` gives the CRC
- * of two concatenated pieces from theirs and the second's length (O(log n), no byte read again):
- * the whole file's CRC from its parts', computed once per byte while the parts were sent.
+ * parallel. `combine` gives the CRC of two concatenated pieces from theirs and the second's
+ * length (O(log n), no byte read again): the whole file's CRC from its parts', computed once per
+ * byte while the parts were sent.
  *
  * Parameters (the NVM Command Set specification): polynomial 0xAD93D23594C93659, reflected
  * (0x9A6C9329AC4BC9B5 below), initial value and final xor all ones; "123456789" gives
