@@ -69,10 +69,16 @@ def _rewrite_after_completion(up: S3Uploader, path: str) -> None:
     up._client.meta.events.register("after-call.s3.CompleteMultipartUpload", change)
 
 
-@pytest.mark.parametrize("algorithm, full", [("SHA256", False), ("CRC64NVME", True), ("SHA256", True)],
-                         ids=["sha256-composite", "crc64nvme-full-object", "sha256-full-object"])
-def test_a_store_keeping_another_checksum_is_verified_with_it(proxied, tmp_path, algorithm, full):
+@pytest.mark.parametrize("algorithm, full, calculation", [
+    ("SHA256", False, "when_supported"), ("CRC64NVME", True, "when_supported"), ("SHA256", True, "when_supported"),
+    ("CRC64NVME", True, "when_required")],
+    ids=["sha256-composite", "crc64nvme-full-object", "sha256-full-object", "crc64nvme-sent-without-checksums"])
+def test_a_store_keeping_another_checksum_is_verified_with_it(proxied, tmp_path, monkeypatch, algorithm, full,
+                                                              calculation):
+    """The last case is AWS S3's own default: no checksum sent (AWS_REQUEST_CHECKSUM_CALCULATION=
+    when_required), the store keeps CRC64NVME for each part and the whole object."""
     proxy, s3 = proxied
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", calculation)
     proxy.restate_checksums(algorithm, full_object=full)
     big, small = _file(tmp_path, 20 * MB), tmp_path / "small.bin"
     small.write_bytes(os.urandom(MB))
@@ -84,8 +90,9 @@ def test_a_store_keeping_another_checksum_is_verified_with_it(proxied, tmp_path,
     obj = up.upload(big, "p/big")
     assert obj.checksum == _expected(algorithm, full, sent, multipart=True)
     assert up.upload(str(small), "p/small").checksum == _expected(algorithm, full, small.read_bytes(), False)
-    head = s3.head_object(Bucket="ckpt", Key="p/big", ChecksumMode="ENABLED")  # moto's own: the CRC32C asked for
-    assert "ChecksumCRC32C" in head and proxy.count("PUT", "partNumber=") == 3
+    head = s3.head_object(Bucket="ckpt", Key="p/big", ChecksumMode="ENABLED")  # moto's own: what was asked for
+    assert ("ChecksumCRC32C" in head) == (calculation == "when_supported")
+    assert proxy.count("PUT", "partNumber=") == 3
     assert s3.get_object(Bucket="ckpt", Key="p/big")["Body"].read() == sent
     # `trainvisor download` computes the same from the bytes it receives; one byte off, it differs
     got = tmp_path / "got.bin"
