@@ -6,7 +6,9 @@ Each extension belongs to its folder: the Caffe and generic line scanners to
 parsers/, the record formatting to sinks/; all include the shared exact number
 routines (trainvisor/_native/fastnum.h), so none imports another. The pipe pump
 (trainvisor/_native/_pump.c) serves two areas (supervisor/readers.py, stderr_gate.py),
-so it lives in _native/; without it the pass-through is the Python readers'.
+so it lives in _native/; without it the pass-through is the Python readers'. The CRC-64/NVME
+(trainvisor/_native/_crc64.c: S3's CRC64NVME) verifies uploads and downloads; without it
+uploaders/crc64nvme.py computes the same values in Python, slowly.
 """
 from setuptools import Extension, setup
 
@@ -42,5 +44,7 @@ setup(
             depends=["trainvisor/_native/_outlets.h"],
             optional=True,
         ),
+        # S3's CRC64NVME, checked once per byte while a part is in memory (uploaders/crc64nvme.py).
+        Extension("trainvisor._native._crc64", ["trainvisor/_native/_crc64.c"], optional=True),
     ]
 )

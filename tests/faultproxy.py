@@ -2,8 +2,10 @@
 (moto's S3 server in the tests): a status for the next matching requests, a connection dropped
 halfway through a request body, a byte of a request body flipped on the way, or the whole store
 down for a while. It can also play stores moto does not: one whose ETags are no MD5 (SSE-KMS,
-MinIO with encryption, Ceph, R2: `rewrite_etags`), and credentials scoped to a prefix (every
-key outside it refused with 403 AccessDenied: `scope`).
+MinIO with encryption, Ceph, R2: `rewrite_etags`), one that keeps another checksum than the one
+the client asked for (a gateway that checksums again, AWS's default CRC64NVME: `restate_checksums`,
+tests/checksum_restating.py), and credentials scoped to a prefix (every key outside it refused
+with 403 AccessDenied: `scope`).
 
 Requests and replies are forwarded unchanged (bodies streamed in 1 MiB pieces, keep-alive on
 both sides), so the client's signatures stay valid.
@@ -22,6 +24,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import NamedTuple, Optional, Union
 from urllib.parse import urlsplit
 
+from .checksum_restating import Restater
 from .http_servers import TrackingServer
 
 __all__ = ["FaultProxy", "HoldReply"]
@@ -64,6 +67,7 @@ class FaultProxy:
         self._etags_rewritten = False
         self._etag_originals: dict[str, str] = {}  # a rewritten ETag -> the store's own
         self._scope: Optional[tuple[str, str]] = None  # (bucket, prefix) the credentials may touch
+        self._restater: Optional[Restater] = None
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
         self.url = ""
@@ -131,6 +135,13 @@ class FaultProxy:
             known = dict(self._etag_originals)
         return _ETAG_XML.sub(lambda m: b"<ETag>\"" + known.get(m.group(1).decode(), m.group(1).decode()).encode()
                              + b"\"</ETag>", body)
+
+    def restate_checksums(self, algorithm: str, *, full_object: bool = False) -> None:
+        """From now on the store's replies carry x-amz-checksum-<algorithm> (SHA256 or CRC64NVME)
+        of the bytes it received, in place of the checksum it returns: each part's and small
+        object's, and a multipart object's (HEAD) COMPOSITE, or FULL_OBJECT when `full_object`
+        or the algorithm has no composite form (CRC64NVME)."""
+        self._restater = Restater(algorithm, full_object, self.upstream)
 
     def scope(self, bucket: str, prefix: str) -> None:
         """From now on only keys of `bucket` under `prefix` (and listings asking for a prefix
@@ -297,9 +308,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if attempt:
                     p._log(self.command, self.path, -1)
                     return self._hang_up()
-        self._reply(resp, fault)
+        self._reply(resp, fault, body)
 
-    def _reply(self, resp: http.client.HTTPResponse, fault) -> None:
+    def _reply(self, resp: http.client.HTTPResponse, fault, body: bytes = b"") -> None:
         """The store's reply to the client (its ETags rewritten when asked), held first for a
         HoldReply."""
         p = self.proxy
@@ -308,12 +319,14 @@ class _Handler(BaseHTTPRequestHandler):
             data = _ETAG_XML.sub(lambda m: b"<ETag>&quot;" + p._rewritten(m.group(1).decode()).encode()
                                  + b"&quot;</ETag>", data)
         p._log(self.command, self.path, resp.status)  # the store has done it, whether or not the client hears
+        restated = p._restater.headers(self.command, self.path, self.headers, body, resp) \
+            if p._restater is not None else None
         if isinstance(fault, HoldReply):
             p._holding()
             p._stopping.wait(fault.seconds)
         try:
             self.send_response(resp.status, resp.reason)
-            for k, v in resp.getheaders():
+            for k, v in restated if restated is not None else resp.getheaders():
                 if k.lower() not in _HOP and k.lower() != "content-length":
                     rewrite = p._etags_rewritten and k.lower() == "etag"
                     self.send_header(k, f'"{p._rewritten(v.strip(chr(34)))}"' if rewrite else v)

@@ -107,10 +107,9 @@ def test_a_store_returning_neither_checksum_nor_md5_is_refused_once(proxied, tmp
     assert not err.value.retryable and re.match(said, str(err.value)) and "\n" not in str(err.value)
 
 
-def test_a_byte_flipped_on_the_way_is_detected_and_the_object_sent_again(proxied, tmp_path, caplog):
-    """moto stores a part without checking the CRC32C sent with it (S3 refuses it: BadDigest),
-    but computes the object's composite CRC32C from the bytes it holds: the HEAD shows the damage."""
-    proxy, s3 = proxied
+def send_with_a_byte_flipped(proxy, tmp_path, caplog) -> str:
+    """A 4-part set file sent through the manager, the middle byte of part 2 flipped on its way
+    the first time: the set ends verified, part 2 accepted twice. The file's path."""
     src = _file(tmp_path, 30 * MB)
     proxy.inject("PUT", r"/ckpt/p/r1/net_iter_100\.caffemodel$", "flip", query_regex=r"(^|&)partNumber=2(&|$)")
     m = _manager(proxy, tmp_path)
@@ -120,6 +119,14 @@ def test_a_byte_flipped_on_the_way_is_detected_and_the_object_sent_again(proxied
     m.close()
     assert report.pending == () and report.failed == ()
     assert proxy.accepted_parts().count(2) == 2  # the damaged one, then the right one
+    return src
+
+
+def test_a_byte_flipped_on_the_way_is_detected_and_the_object_sent_again(proxied, tmp_path, caplog):
+    """moto stores a part without checking the CRC32C sent with it (S3 refuses it: BadDigest),
+    but computes the object's composite CRC32C from the bytes it holds: the HEAD shows the damage."""
+    proxy, s3 = proxied
+    src = send_with_a_byte_flipped(proxy, tmp_path, caplog)
     assert "p/r1/net_iter_100.caffemodel: stored CRC32C " in caplog.text and "does not match the file" in caplog.text
     assert s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.caffemodel")["Body"].read() == open(src, "rb").read()
     manifest = Manifest.from_json(s3.get_object(Bucket="ckpt", Key="p/r1/net_iter_100.manifest.json")["Body"].read())

@@ -1,9 +1,10 @@
 """A downloaded file checked against the checksum a manifest recorded for its object.
 
-Each store records the checksum it verified an upload with (`sha256:` for file://; `crc32c:` (or
-`crc32:`) for S3 when the store returned a checksum, `etag:` when only its MD5 ETag; `qetag:` for
-Kodo); the same function of the local bytes must give it back. The store's
-module computes its own kind, imported only for a checksum of that kind.
+Each store records the checksum it verified an upload with (`sha256:<hex>` for file://; for S3
+the kind the store returned: `crc32c:`, `crc32:`, `crc64nvme:`, `s3-sha256:` (base64, `-N` when
+composite; not file://'s `sha256:`), `etag:` when only its MD5 ETag; `qetag:` for Kodo); the
+same function of the local bytes must give it back. The store's module computes its own kind,
+imported only for a checksum of that kind.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def checksum_like(path: str, recorded: str) -> str:
         from pathlib import Path
 
         return f"sha256:{file_sha256(Path(path))}"
-    if kind in ("etag", "crc32", "crc32c"):
+    if kind in ("etag", "crc32", "crc32c", "crc64nvme", "s3-sha256"):
         from .s3_verify import file_checksum
 
         return f"{kind}:{file_checksum(path, kind, value)}"

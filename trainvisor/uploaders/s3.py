@@ -35,9 +35,9 @@ from .base import Progress, ReadError, StoredObject, UploadedObject, UploadError
 from .credentials import S3Credentials
 from .destinations import parse_destination
 from .records import ResumeRecords, S3ResumeRecord
-from .s3_multipart import send_parts
+from .s3_multipart import object_sum, send_parts
 from .s3_open import OpenUploads
-from .s3_verify import (PART, UPLOAD_CRC, Crc, combined_etag, composite_crc32, crc32_text, file_etag, local_crc,
+from .s3_verify import (PART, UPLOAD_CRC, Kind, bytes_checksum, combined_etag, crc32_text, file_etag, local_crc,
                         local_etag, matching_checksum, object_checksum, part_size_for)
 
 __all__ = ["S3Uploader", "part_size_for", "file_etag"]
@@ -59,7 +59,7 @@ class _Expected(NamedTuple):
     `crc(kind, composite)` the CRC (`-N` when composite), `etag()` the MD5 ETag."""
 
     parts: int
-    crc: Callable[[Crc, bool], str]
+    crc: Callable[[Kind, bool], str]
     etag: Callable[[], str]
 
 
@@ -182,7 +182,7 @@ class S3Uploader(OpenUploads):
         sums = {**self._checksum, UPLOAD_CRC.field: crc32_text(crc)} if self._checksums else {}
         self._client.put_object(Bucket=self.bucket, Key=key, Body=data, **sums)
         progress(len(data))
-        return _Expected(0, lambda kind, composite: crc32_text(crc if kind == UPLOAD_CRC else kind.fn(data, 0)),
+        return _Expected(0, lambda kind, composite: kind.text(bytes_checksum(kind, data, crc)),
                          lambda: hashlib.md5(data).hexdigest())
 
     def _recorded(self, key: str) -> Optional[S3ResumeRecord]:
@@ -224,11 +224,8 @@ class S3Uploader(OpenUploads):
         self._records.forget(key)
         size = st.st_size
 
-        def crc(kind: Crc, composite: bool) -> str:  # the parts' CRCs when every part had one, else the file read again
-            crcs = [p.crc for p in parts]
-            if composite and kind == UPLOAD_CRC and None not in crcs:
-                return composite_crc32(crcs, kind.fn)  # type: ignore[arg-type]
-            return local_crc(fd, size, part, composite=composite, kind=kind)
+        def crc(kind: Kind, composite: bool) -> str:  # made of the parts' when each had one, else the file read again
+            return object_sum(parts, kind, composite) or local_crc(fd, size, part, composite=composite, kind=kind)
 
         def etag() -> str:  # only for a store that returns no checksum
             md5s = [p.md5 for p in parts]

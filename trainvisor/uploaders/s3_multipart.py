@@ -6,7 +6,10 @@ store checks the bytes against the CRC it is given and refuses a damaged part, a
 computes nothing more. A part the
 store already holds (listed by ListParts after an interrupted attempt) is kept when its size
 and checksum (else its MD5 ETag) are those of the local bytes; the rest are sent. The MD5 of a
-part is computed only when the store's reply carries no checksum (see s3_verify.py).
+part is computed only when the store's reply carries no checksum (see s3_verify.py). A store that
+answers with another kind (SHA256, CRC64NVME: a gateway that checksums again) has each part
+checked with that kind while its bytes are in memory; the object's is then made of those
+(`object_sum`: composite, or CRC64NVME's full-object CRC combined), not read from the file again.
 """
 from __future__ import annotations
 
@@ -17,18 +20,32 @@ from typing import NamedTuple, Optional
 
 from .base import Progress, UploadError
 from .pool import DaemonThreadPool
+from .s3_kinds import Kind
 from .s3_verify import UPLOAD_CRC, crc32_text, part_verdict, stored_crc
 
-__all__ = ["SentPart", "send_parts"]
+__all__ = ["SentPart", "send_parts", "object_sum"]
 
 
 class SentPart(NamedTuple):
-    """One part the store holds: what CompleteMultipartUpload is given, its UPLOAD_CRC (None with
-    checksums off and none stored) and its md5 (None unless the ETag was what verified it)."""
+    """One part the store holds: what CompleteMultipartUpload is given, the kind of checksum the
+    store keeps for it and its raw value of the part's bytes (None: none stored), its size, and
+    its md5 (None unless the ETag was what verified it)."""
 
     entry: dict
-    crc: Optional[int]
+    kind: Optional[Kind]
+    raw: Optional[bytes]
+    size: int
     md5: Optional[bytes]
+
+
+def object_sum(parts: list[SentPart], kind: Kind, composite: bool) -> Optional[str]:
+    """The object's checksum of `kind` made of its parts' (COMPOSITE, or a FULL_OBJECT CRC that
+    can be combined), when every part was verified with that kind; None: the file must be read."""
+    if not parts or any(p.kind != kind for p in parts):
+        return None
+    if composite:
+        return kind.composite([p.raw for p in parts])  # type: ignore[misc]
+    return kind.joined([(p.raw, p.size) for p in parts])  # type: ignore[misc]
 
 
 class _Upload(NamedTuple):
@@ -64,9 +81,7 @@ def _one(up: _Upload, number: int, held: Optional[dict], stop: threading.Event, 
     stored = stored_crc(reply)
     if stored is not None:  # S3 wants the parts' checksums back at completion
         entry[stored[0].field] = stored[1]
-    if stored is None or stored[0] != UPLOAD_CRC:
-        crc = None  # not what the object's CRC will be made of: computed from the file if asked
-    return SentPart(entry, crc, verdict.md5)
+    return SentPart(entry, stored[0] if stored else None, verdict.raw, length, verdict.md5)
 
 
 def send_parts(client, bucket: str, key: str, upload_id: str, fd: int, size: int, part: int,

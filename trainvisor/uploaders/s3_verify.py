@@ -5,17 +5,20 @@ An upload asks for CRC32C (CRC32 when the `crc32c` module is missing): each part
 small object's) CRC is computed once, while its bytes are in memory to be sent, and sent with them
 (x-amz-checksum-crc32c), so the store checks what it received and refuses a part damaged on the
 way. The reply and the object's HEAD (ChecksumMode=ENABLED) say what the store holds: a part's
-CRC; a multipart object's as COMPOSITE (the CRC of the parts' raw CRCs, `-N`) or as FULL_OBJECT
-(the whole file's). CRC32C is computed by the CPU's own instruction (crc32c module): on this
-machine 256 MiB take 0.014 CPU-seconds, against 0.06 for zlib's CRC32 and 0.36 for an MD5 (what
-made trainvisor's uploads cost 1.8x boto3's CPU). SSE-KMS buckets and S3-compatible stores (MinIO with encryption,
-Ceph, R2) return ETags that are no MD5 at all: so the ETag is compared only when no checksum comes
-back, and only then is an MD5 computed. A store that returns neither cannot be verified: that is
-said once, not retried for ever.
+checksum; a multipart object's as COMPOSITE (that of the parts' raw checksums, `-N`) or as
+FULL_OBJECT (the whole file's). Whatever kind the store answers with (CRC32C, CRC32, CRC64NVME,
+SHA256: s3_kinds.py) is computed from the bytes and compared: a store that re-checksums, or an
+object another client stored with SHA256, is verified, not passed over. CRC32C is computed by
+the CPU's own instruction (crc32c module): on this machine 256 MiB take 0.014 CPU-seconds,
+against 0.04 for CRC64NVME (trainvisor's C), 0.06 for zlib's CRC32, 0.25 for SHA256 and 0.36 for
+an MD5 (what made trainvisor's uploads cost 1.8x boto3's CPU). SSE-KMS buckets and S3-compatible
+stores (MinIO with encryption, Ceph, R2) return ETags that are no MD5 at all: so the ETag is
+compared only when no checksum comes back, and only then is an MD5 computed. A store that returns
+neither cannot be verified: that is said once, not retried for ever.
 
-A manifest records which one was verified: `crc32c:<base64>[-N]` (or `crc32:`, for an object a
-store returns that one for) or `etag:<md5>[-N]`; `trainvisor download` computes the same from the
-received file (`file_checksum`).
+A manifest records which one was verified: `crc32c:<base64>[-N]` (or `crc32:`, `crc64nvme:`,
+`s3-sha256:`, for an object a store returns that one for) or `etag:<md5>[-N]`; `trainvisor
+download` computes the same from the received file (`file_checksum`).
 """
 from __future__ import annotations
 
@@ -23,13 +26,13 @@ import base64
 import hashlib
 import os
 import re
-import zlib
 from typing import Callable, Iterator, NamedTuple, Optional
 
 from .base import UploadError
+from .s3_kinds import KINDS, UPLOAD_CRC, Kind, kind_named
 
-__all__ = ["PART", "Crc", "UPLOAD_CRC", "stored_crc", "crc32_text", "composite_crc32", "is_md5_etag", "Verdict",
-           "part_verdict", "object_checksum",
+__all__ = ["PART", "Kind", "UPLOAD_CRC", "stored_crc", "crc32_text", "is_md5_etag", "Verdict",
+           "part_verdict", "bytes_checksum", "object_checksum",
            "matching_checksum", "file_checksum", "file_etag", "combined_etag", "local_etag", "local_crc",
            "part_size_for"]
 
@@ -39,31 +42,9 @@ _MIB = 1 << 20
 _MD5_ETAG = re.compile(r"[0-9a-f]{32}(-\d+)?")
 
 
-class Crc(NamedTuple):
-    """A CRC kind S3 knows: its name in manifests, in requests, in replies; its function."""
-
-    kind: str
-    algorithm: str
-    field: str
-    fn: Callable[[bytes, int], int]
-
-
-def _crc32c() -> Optional[Crc]:
-    try:
-        from crc32c import crc32c
-    except ImportError:
-        return None
-    return Crc("crc32c", "CRC32C", "ChecksumCRC32C", crc32c)
-
-
-_KINDS = tuple(k for k in (_crc32c(), Crc("crc32", "CRC32", "ChecksumCRC32", zlib.crc32)) if k is not None)
-UPLOAD_CRC = _KINDS[0]
-"""The CRC uploads ask for: the cheapest one there is here."""
-
-
-def stored_crc(reply: dict) -> Optional[tuple[Crc, str]]:
-    """The CRC a reply or HEAD carries (its kind, its text), or None."""
-    return next(((k, str(reply[k.field])) for k in _KINDS if reply.get(k.field)), None)
+def stored_crc(reply: dict) -> Optional[tuple[Kind, str]]:
+    """The checksum a reply or HEAD carries (its kind, its text), or None."""
+    return next(((k, str(reply[k.field])) for k in KINDS if reply.get(k.field)), None)
 
 
 def part_size_for(size: int, base: int = PART) -> int:
@@ -75,12 +56,6 @@ def part_size_for(size: int, base: int = PART) -> int:
 def crc32_text(crc: int) -> str:
     """A CRC32 (or CRC32C) as S3 writes it: base64 of its 4 big-endian bytes."""
     return base64.b64encode(crc.to_bytes(4, "big")).decode()
-
-
-def composite_crc32(crcs: list[int], fn: Callable[[bytes, int], int]) -> str:
-    """A multipart object's COMPOSITE checksum: the CRC of the parts' raw CRCs, `-N`."""
-    raw = b"".join(c.to_bytes(4, "big") for c in crcs)
-    return f"{crc32_text(fn(raw, 0))}-{len(crcs)}"
 
 
 def is_md5_etag(etag: str) -> bool:
@@ -98,11 +73,19 @@ def _etag(reply: dict) -> str:
 
 class Verdict(NamedTuple):
     """A part's reply judged: `why` it does not match the bytes (None: it does), whether trying
-    again can help, and the part's md5 when the ETag was what could be compared."""
+    again can help, the part's md5 when the ETag was what could be compared, else the raw
+    checksum of the kind the store keeps (what the object's is made of)."""
 
     why: Optional[str]
     retryable: bool = True
     md5: Optional[bytes] = None
+    raw: Optional[bytes] = None
+
+
+def bytes_checksum(kind: Kind, data: bytes, crc: Optional[int]) -> bytes:
+    """The raw checksum of `kind` of `data`; `crc`, the UPLOAD_CRC computed already (or None):
+    not computed twice."""
+    return UPLOAD_CRC.raw(crc) if crc is not None and kind == UPLOAD_CRC else kind.of(data)
 
 
 def part_verdict(reply: dict, crc: Optional[int], data: bytes) -> Verdict:
@@ -111,9 +94,10 @@ def part_verdict(reply: dict, crc: Optional[int], data: bytes) -> Verdict:
     stored = stored_crc(reply)
     if stored is not None:
         kind, got = stored
-        want = crc32_text(crc if crc is not None and kind == UPLOAD_CRC else kind.fn(data, 0))
+        raw = bytes_checksum(kind, data, crc)
+        want = kind.text(raw)
         why = f"was stored with {kind.algorithm} {got}, not that of its bytes ({want})"
-        return Verdict(None if got == want else why)
+        return Verdict(None if got == want else why, raw=raw)
     etag = _etag(reply)
     if not is_md5_etag(etag):
         return Verdict(f"was stored with ETag {etag} and no checksum: nothing to verify it with", retryable=False)
@@ -123,13 +107,14 @@ def part_verdict(reply: dict, crc: Optional[int], data: bytes) -> Verdict:
     return Verdict(None, md5=digest)
 
 
-def _crc_judged(head: dict, multipart: bool, local: Callable[[Crc, bool], str]) -> tuple[Crc, str, str]:
-    """(the stored CRC's kind, its text as a manifest writes it, the local one of the same form).
-    A multipart object's is COMPOSITE (`-N`) unless the store says FULL_OBJECT; a store that
-    leaves the `-N` off (moto does) is read as composite and written with it, so a download
-    knows the part count. `local(kind, composite)` computes the file's."""
+def _crc_judged(head: dict, multipart: bool, local: Callable[[Kind, bool], str]) -> tuple[Kind, str, str]:
+    """(the stored checksum's kind, its text as a manifest writes it, the local one of the same
+    form). A multipart object's is COMPOSITE (`-N`) unless the store says FULL_OBJECT or the kind
+    has no composite form (CRC64NVME); a store that leaves the `-N` off (moto does) is read as
+    composite and written with it, so a download knows the part count. `local(kind, composite)`
+    computes the file's."""
     kind, got = stored_crc(head)  # type: ignore[misc]
-    if not multipart or head.get("ChecksumType") == "FULL_OBJECT":
+    if not multipart or kind.full_only or head.get("ChecksumType") == "FULL_OBJECT":
         return kind, got, local(kind, False)
     mine = local(kind, True)
     if "-" not in got:
@@ -137,7 +122,7 @@ def _crc_judged(head: dict, multipart: bool, local: Callable[[Crc, bool], str]) 
     return kind, got, mine
 
 
-def object_checksum(key: str, head: dict, size: int, *, parts: int, crc: Callable[[Crc, bool], str],
+def object_checksum(key: str, head: dict, size: int, *, parts: int, crc: Callable[[Kind, bool], str],
                     etag: Callable[[], str]) -> str:
     """The verified checksum of a stored object (`kind:value`), from its HEAD. `parts`: how many
     it was sent in (0: one PUT); `crc(kind, composite)` gives the local CRC (`-N` when composite),
@@ -176,15 +161,11 @@ def local_etag(fd: int, size: int, part: int, *, multipart: bool) -> str:
     return combined_etag([hashlib.md5(piece).digest() for piece in _pieces(fd, size, part)])
 
 
-def local_crc(fd: int, size: int, part: int, *, composite: bool, kind: Crc) -> str:
-    """The file's CRC of `kind`: whole, or COMPOSITE over parts of `part` bytes."""
-    fn = kind.fn
+def local_crc(fd: int, size: int, part: int, *, composite: bool, kind: Kind) -> str:
+    """The file's checksum of `kind`: whole, or COMPOSITE over parts of `part` bytes."""
     if composite:
-        return composite_crc32([fn(piece, 0) for piece in _pieces(fd, size, part)], fn)
-    crc = 0
-    for piece in _pieces(fd, size, PART):
-        crc = fn(piece, crc)
-    return crc32_text(crc)
+        return kind.composite([kind.of(piece) for piece in _pieces(fd, size, part)])
+    return kind.text(kind.whole(_pieces(fd, size, PART)))
 
 
 def matching_checksum(head: dict, fd: int, size: int, part: int, *, multipart: bool) -> Optional[str]:
@@ -219,11 +200,11 @@ def _part_sizes(size: int, parts: int, base: int) -> Iterator[int]:
 
 
 def file_checksum(path: str, kind: str, like: str, base: int = PART) -> str:
-    """The value of checksum `kind` (etag, crc32, crc32c) S3 gives this file when uploaded as
+    """The value of checksum `kind` (etag, or a Kind's name) S3 gives this file when uploaded as
     the object whose value is `like` was: whole, or in N parts (the first part size that gives
     `like` wins, else the value under trainvisor's part size: a mismatch to report). A
     ValueError for a kind not known here."""
-    crc = next((k for k in _KINDS if k.kind == kind), None)
+    crc = kind_named(kind)
     if crc is None and kind != "etag":
         raise ValueError(f"unknown checksum kind {kind!r}")
     size = os.path.getsize(path)
@@ -235,7 +216,7 @@ def file_checksum(path: str, kind: str, like: str, base: int = PART) -> str:
                 return local_etag(fd, size, part, multipart=multipart)
             return local_crc(fd, size, part, composite=multipart, kind=crc)
 
-        if "-" not in like:
+        if "-" not in like:  # one PUT, or a FULL_OBJECT checksum: the part size does not matter
             return value(base, False)
         parts = int(like.rpartition("-")[2] or 0)
         for part in _part_sizes(size, parts, base):
