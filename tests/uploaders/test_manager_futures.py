@@ -111,7 +111,7 @@ def test_drain_returns_within_its_timeout_while_a_large_upload_is_in_flight(tmp_
     t0 = time.monotonic()
     report = m.drain(0.3)
     elapsed = time.monotonic() - t0
-    assert 0.3 <= elapsed < 0.6
+    assert 0.3 <= elapsed < 1.5  # the upload never ends: any return is the timeout's (slack for a loaded CI)
     assert report.pending == ("r1/net_iter_100.caffemodel", "r1/net_iter_100.manifest.json")
     assert report.failed == () and report.verified == ()
     t0 = time.monotonic()

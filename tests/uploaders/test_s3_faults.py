@@ -147,7 +147,7 @@ def test_drain_returns_within_its_timeout_while_parts_are_in_flight_and_the_rest
     wait_for(lambda: proxy.accepted_parts() == [1], 30, "part 1 stored (parts 2-5 are held)")
     t0 = time.monotonic()
     report = m.drain(0.5)
-    assert 0.5 <= time.monotonic() - t0 < 1.0
+    assert 0.5 <= time.monotonic() - t0 < 2.5  # the held parts take 3 s: returning before that is the point
     assert report.pending == ("p/r1/net_iter_100.caffemodel", "p/r1/net_iter_100.manifest.json")
     assert report.failed == () and report.verified == ()
     m.close(timeout=10)
