@@ -27,7 +27,7 @@ CLEAN_ENV := env -u COLUMNS -u LINES -u TERM -u NO_COLOR -u FORCE_COLOR -u CLICO
 # A private temp dir per run (removed after): concurrent runs never share one.
 test: $(STAMP)
 	@tmp=$$(mktemp -d -t trainvisor-tests-XXXXXX); \
-	$(CLEAN_ENV) $(PY) -m pytest -q --basetemp="$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
+	$(CLEAN_ENV) $(PY) -m pytest -q --durations=20 --basetemp="$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
 
 bench: $(STAMP)
 	$(PY) bench/parse_throughput.py
