@@ -42,5 +42,8 @@ setup(
             depends=["trainvisor/_native/_outlets.h"],
             optional=True,
         ),
+        # The death watcher: a forked process that sends the child one signal when trainvisor dies
+        # (supervisor/deathwatch.py); without it the child keeps PR_SET_PDEATHSIG.
+        Extension("trainvisor._native._deathwatch", ["trainvisor/_native/_deathwatch.c"], optional=True),
     ]
 )
