@@ -9,6 +9,7 @@ trainvisor dies in any way its end closes, and the watcher sends the death signa
 child's process group (what trainvisor's own forwarding signals) unless the child ended first; it
 exits when the child does. The child tells it its pid between fork and exec (`announce`), so a
 trainvisor killed right after the fork is covered too; the child then has no parent-death signal.
+The watcher is trainvisor's own child, not the training's: the tree and the reaper spare it.
 
 A watcher that dies before trainvisor (killed by hand) is noticed by the supervision's wait loop
 (`rearm`, at each tree refresh) and started again with the child's pid; a trainvisor SIGKILLed
@@ -29,7 +30,10 @@ log = logging.getLogger("trainvisor.supervisor")
 
 
 def native_watcher() -> Optional[object]:
-    """The C module when it is built and the kernel has pidfd_open, else None (PR_SET_PDEATHSIG)."""
+    """The C module when it is built and the kernel has pidfd_open, else None (PR_SET_PDEATHSIG);
+    None too with TRAINVISOR_PURE_PYTHON set, as for the other C speedups."""
+    if os.environ.get("TRAINVISOR_PURE_PYTHON"):
+        return None
     try:
         from .._native import _deathwatch
     except ImportError:

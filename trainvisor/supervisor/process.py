@@ -166,7 +166,7 @@ class ProcessTree:
     def refresh(self, *, sweep: bool = False) -> "list[psutil.Process]":
         """The live processes of the tree; `sweep` also reads every process's
         environment for the run's token (a few milliseconds: at shutdown only)."""
-        if not self._known and nothing_left(self.child_pid, self._marker):
+        if not self._known and nothing_left(self.child_pid, self._marker, self._own_pids()):
             return []  # the common end of a run, found without importing psutil (~20 ms)
         import psutil
 
