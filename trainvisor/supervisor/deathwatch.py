@@ -83,20 +83,26 @@ class DeathWatch:
 
     def rearm(self, child_pid: int) -> None:
         """From the wait loop while the child (not yet reaped: its pid is still its own) runs: a
-        watcher that ended (killed by hand) is replaced, and told the pid here."""
-        if self.pid <= 0 or not self._ended():
+        watcher that ended (killed by hand) is replaced, and told the pid here; one that could
+        not be started is tried again at the next call."""
+        if self.pid > 0:
+            if not self._ended():
+                return
+            self.pid = 0  # reaped
+            self._close_pipe()
+            if not _has_exited(child_pid):  # else it followed the child's end, as it should
+                log.warning("the death watcher ended while the child runs: starting another")
+        if self.pid > 0 or _has_exited(child_pid):
             return
-        self.pid = 0  # reaped
-        if _has_exited(child_pid):
-            return  # the watcher followed the child's end, as it should
-        log.warning("the death watcher ended while the child runs: started again")
-        os.close(self._write_fd)
-        self._write_fd = -1
-        self._start()
+        try:
+            self._start()
+        except OSError as exc:
+            log.warning("could not start the death watcher again (%s): trying at the next look", exc)
+            return
         try:
             os.write(self._write_fd, child_pid.to_bytes(4, sys.byteorder, signed=True))
         except OSError:
-            pass  # killed again at once: the next refresh starts another
+            pass  # killed again at once: the next call starts another
 
     def _ended(self) -> bool:
         try:
@@ -112,6 +118,9 @@ class DeathWatch:
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
         self.pid = 0
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
         if self._write_fd >= 0:
             os.close(self._write_fd)
             self._write_fd = -1

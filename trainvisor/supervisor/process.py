@@ -80,7 +80,8 @@ def spawn_child(
 
     `PYTHONUNBUFFERED=1` is added so a Python child does not hold its output in an
     8 KiB buffer (its lines would reach the parsers seconds late). `setup` runs in
-    the child between fork and exec (signal dispositions, parent-death signal).
+    the child between fork and exec (signal dispositions; its pid to the death watcher, or a
+    parent-death signal).
     """
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")

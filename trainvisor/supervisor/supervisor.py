@@ -52,8 +52,8 @@ class Supervisor:
     to this process and reaped as soon as they exit; processes the host program
     starts itself while supervising with a new session should be named by
     `own_pids` so their exit status is left to their owner.
-    `on_supervisor_death` is what the child is sent if this process dies
-    without ending it (SIGKILL): "term" (SIGTERM) or "keep" (nothing).
+    `on_supervisor_death` is what the child's group is sent, once, if this process
+    dies without ending it (SIGKILL; deathwatch.py): "term" (SIGTERM) or "keep" (nothing).
     With `pty=True` the child's stdout and stderr are one pseudo-terminal
     (`trainvisor.supervisor.terminal`), read and passed through as "stdout".
     The bytes read go on `channel` (None: passed through only, parsed by nobody).
@@ -131,8 +131,8 @@ class Supervisor:
     def run(self) -> ProcessResult:
         """Run the child to completion; raises `CommandNotFound` / `CommandNotExecutable`.
 
-        The child is forked from the calling thread, which this call blocks until
-        the child is reaped: its parent-death signal fires when that thread ends.
+        The child is forked from the calling thread, which this call blocks until the child
+        is reaped: its parent-death signal, where no death watcher runs, fires when that thread ends.
         """
         made_subreaper = self.subreaper and become_subreaper()
         reaper = None
