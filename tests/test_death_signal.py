@@ -32,8 +32,8 @@ TRAINVISOR = [PY, "-m", "trainvisor"]
 CHILD = str(Path(__file__).with_name("term_save_child.py"))
 SAVE_BYTES = 64 * 65536  # term_save_child.py's whole save
 
-pytestmark = pytest.mark.skipif(native_watcher() is None,
-                                reason="the death watcher is not built here (or Linux < 5.3: no pidfd_open)")
+needs_watcher = pytest.mark.skipif(native_watcher() is None, reason="the death watcher is not built here "
+                                   "(or Linux < 5.3: no pidfd_open, or TRAINVISOR_PURE_PYTHON is set)")
 
 
 def _ended(p: psutil.Process) -> bool:
@@ -109,6 +109,7 @@ def _assert_one_term_and_a_whole_save(launched: Launched, child: psutil.Process,
     assert launched.counts(child) == (1, 1)
 
 
+@needs_watcher
 def test_a_sigkilled_trainvisor_sends_one_sigterm_and_the_save_completes(launched):
     child, watcher = launched.start()
     assert watcher.ppid() == launched.tv.pid
@@ -117,6 +118,7 @@ def test_a_sigkilled_trainvisor_sends_one_sigterm_and_the_save_completes(launche
     _assert_one_term_and_a_whole_save(launched, child, watcher)
 
 
+@needs_watcher
 def test_a_sigkill_to_trainvisors_process_group_leaves_the_child_one_sigterm(launched):
     # `kill -9 -PGID` of trainvisor's group takes trainvisor only: the child leads a session of its
     # own (as it always has), and so does the watcher, which then sends the one SIGTERM.
@@ -128,6 +130,7 @@ def test_a_sigkill_to_trainvisors_process_group_leaves_the_child_one_sigterm(lau
     _assert_one_term_and_a_whole_save(launched, child, watcher)
 
 
+@needs_watcher
 def test_a_watcher_killed_by_hand_is_replaced_and_the_child_still_gets_one_sigterm(launched):
     child, watcher = launched.start()
     watcher.kill()
@@ -140,6 +143,7 @@ def test_a_watcher_killed_by_hand_is_replaced_and_the_child_still_gets_one_sigte
     _assert_one_term_and_a_whole_save(launched, child, replaced[0])
 
 
+@needs_watcher
 def test_a_trainvisor_that_ends_normally_leaves_no_watcher_and_the_child_one_sigterm(launched):
     child, watcher = launched.start()
     launched.tv.send_signal(signal.SIGTERM)  # forwarded once; the child saves, then the probe ends it
@@ -149,6 +153,7 @@ def test_a_trainvisor_that_ends_normally_leaves_no_watcher_and_the_child_one_sig
     assert _ended(watcher) and not psutil.pid_exists(watcher.pid)  # killed and reaped by trainvisor
 
 
+@needs_watcher
 @pytest.mark.parametrize("thread", ["main", "other"])
 def test_the_watcher_exits_without_a_signal_when_the_child_ends_first(thread):
     # This process stands in for trainvisor and stays alive: the pipe never closes, so the
@@ -182,6 +187,7 @@ def _anonymous_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
 
 
+@needs_watcher
 def test_the_watcher_keeps_none_of_trainvisors_memory(launched):
     # A forked copy would keep the old copy of every page trainvisor writes after the fork (its
     # heap, arenas, threads' stacks: 14 MB here within a second); the watcher unmaps them.
@@ -204,6 +210,7 @@ def _death_signal_of_child(tmp_path: Path, **supervisor_args: object) -> bytes:
     return out.read_bytes()
 
 
+@needs_watcher
 def test_with_the_watcher_the_child_has_no_parent_death_signal(tmp_path):
     # Both would make two signals again.
     assert _death_signal_of_child(tmp_path) == b"0\n"
