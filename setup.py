@@ -46,5 +46,8 @@ setup(
         ),
         # S3's CRC64NVME, checked once per byte while a part is in memory (uploaders/crc64nvme.py).
         Extension("trainvisor._native._crc64", ["trainvisor/_native/_crc64.c"], optional=True),
+        # The death watcher: a forked process that sends the child one signal when trainvisor dies
+        # (supervisor/deathwatch.py); without it the child keeps PR_SET_PDEATHSIG.
+        Extension("trainvisor._native._deathwatch", ["trainvisor/_native/_deathwatch.c"], optional=True),
     ]
 )

@@ -1,4 +1,6 @@
 """C code of more than one area: the exact number routines (fastnum.h, included by the parsers'
 and the sinks' extensions) and the pipe pump (_pump.c: the child's bytes passed through without
-the interpreter lock; supervisor/readers.py and stderr_gate.py use it when it is built).
-_crc64.c: S3's CRC64NVME, for uploads and downloads (uploaders/crc64nvme.py)."""
+the interpreter lock; supervisor/readers.py and stderr_gate.py use it when it is built), the
+death watcher (_deathwatch.c: the process that sends the child one signal when trainvisor dies;
+supervisor/deathwatch.py) and S3's CRC64NVME, for uploads and downloads (_crc64.c;
+uploaders/crc64nvme.py)."""

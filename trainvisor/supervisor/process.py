@@ -80,7 +80,8 @@ def spawn_child(
 
     `PYTHONUNBUFFERED=1` is added so a Python child does not hold its output in an
     8 KiB buffer (its lines would reach the parsers seconds late). `setup` runs in
-    the child between fork and exec (signal dispositions, parent-death signal).
+    the child between fork and exec (signal dispositions; its pid to the death watcher, or a
+    parent-death signal).
     """
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")
@@ -166,7 +167,7 @@ class ProcessTree:
     def refresh(self, *, sweep: bool = False) -> "list[psutil.Process]":
         """The live processes of the tree; `sweep` also reads every process's
         environment for the run's token (a few milliseconds: at shutdown only)."""
-        if not self._known and nothing_left(self.child_pid, self._marker):
+        if not self._known and nothing_left(self.child_pid, self._marker, self._own_pids()):
             return []  # the common end of a run, found without importing psutil (~20 ms)
         import psutil
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 __all__ = ["Stamp", "stamp_of", "pid_space", "ticks_now", "TICKS", "wait_stopped", "nothing_left", "parent_of", "alive",
            "children_of", "descendants_of"]
@@ -92,13 +92,13 @@ def _poll_proc(pid: int, name: str, done: Callable[[str], bool], timeout: float)
         time.sleep(0.002)
 
 
-def nothing_left(child_pid: int, marker: Optional[bytes]) -> bool:
+def nothing_left(child_pid: int, marker: Optional[bytes], spared: Iterable[int] = ()) -> bool:
     """True when /proc shows no process of the tree: the child is gone (or a zombie), we have no
-    other child process, and no process carries the run's
-    token. Conservative: anything it cannot read counts as something left, and the full psutil walk
-    decides."""
+    other child process (but `spared`: our own, such as the death watcher), and no process carries
+    the run's token. Conservative: anything it cannot read counts as something left, and the full
+    psutil walk decides."""
     me = os.getpid()
-    if alive(child_pid) or children_of(me) - {child_pid}:
+    if alive(child_pid) or children_of(me) - {child_pid, *spared}:
         return False
     if marker is None:
         return True

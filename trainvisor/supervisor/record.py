@@ -1,8 +1,8 @@
 """The run's process record (RUN_DIR/processes.jsonl): every process of each attempt's tree as the
 kernel names it, so a later trainvisor on the same run directory can end what a killed one left.
 
-trainvisor SIGKILLed cannot end its child's tree: the child gets its parent-death signal, but the
-data-loader workers in its group and the ones in sessions of their own run on with ppid 1. What
+trainvisor SIGKILLed cannot end its child's tree: the child's group gets the death signal, but
+workers that outlive it, or ignore it, and the ones in sessions of their own run on with ppid 1. What
 this record holds lets the next start find them (supervisor/leftovers.py), and never a stranger:
 a process is named by its pid *and* its start time (`procfs.Stamp`), which a reused pid does not
 share. One JSON object a line, each appended with one write (whole, even when killed mid-run):

@@ -33,8 +33,9 @@ others     Forwarded: SIGALRM, SIGABRT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SI
            SIGPWR, SIGSTKFLT, SIGURG.
 SIGCHLD    Own: while reaping (subreaper or PID 1) wakes the wait loop, which reaps
            every exited orphan at once and checks on the child.
-SIGKILL    Cannot be caught: the child gets its parent-death signal
-           (`on_supervisor_death`, SIGTERM by default).
+SIGKILL    Cannot be caught: the child's process group gets the death signal
+           (`on_supervisor_death`, SIGTERM by default) once, from the death watcher
+           (deathwatch.py); without it, the child's PR_SET_PDEATHSIG (maybe repeated).
 SIGSTOP    Cannot be caught; the child, in its own session, is not stopped.
 realtime   Not handled (glibc reserves the first ones; no platform sends them).
 =========  ==========================================================================
@@ -55,9 +56,12 @@ import os
 import signal
 import threading
 from types import FrameType
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .syncsignals import RELAYED_SIGNALS, current, unblock_in_child
+
+if TYPE_CHECKING:
+    from .deathwatch import DeathWatch
 
 __all__ = [
     "FORWARDED_SIGNALS",
@@ -107,10 +111,13 @@ def _libc() -> Optional[ctypes.CDLL]:
         return None
 
 
-def child_setup(death_signal: Optional[int]) -> Callable[[], None]:
+def child_setup(death_signal: Optional[int], watch: Optional["DeathWatch"] = None) -> Callable[[], None]:
     """The function the child runs between fork and exec.
 
-    PR_SET_PDEATHSIG fires when the *thread* that forked exits, so the caller must
+    With a death `watch` (deathwatch.py) the child tells the watcher its pid and sets no
+    parent-death signal: both would make two signals again. Without one, PR_SET_PDEATHSIG:
+    it fires when the *thread* that forked exits, and again at each re-parenting from a dying
+    thread to the next (a SIGKILLed trainvisor sends it several times), so the caller must
     fork from a thread that lives as long as the supervision (`Supervisor.run`
     blocks its thread until the child is reaped). If trainvisor died between the
     fork and the prctl, no signal would ever come: getppid() tells.
@@ -126,6 +133,9 @@ def child_setup(death_signal: Optional[int]) -> Callable[[], None]:
             except ValueError:  # not Python's main thread in this fork: ask libc
                 if libc is not None:
                     libc.signal(int(sig), 0)  # 0 is SIG_DFL
+        if watch is not None:
+            watch.announce()
+            return
         if death_signal is None or libc is None:
             return
         libc.prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequenc
 
 from .. import defaults
 from ..stream.source import Channel
+from .deathwatch import DeathWatch
 from .process import (TREE_TOKEN_ENV, ProcessTree, become_subreaper, exit_code_of, spawn_child, stop_group,
                       stop_subreaper)
 from .readers import PipeReader, open_run_log
@@ -51,8 +52,8 @@ class Supervisor:
     to this process and reaped as soon as they exit; processes the host program
     starts itself while supervising with a new session should be named by
     `own_pids` so their exit status is left to their owner.
-    `on_supervisor_death` is what the child is sent if this process dies
-    without ending it (SIGKILL): "term" (SIGTERM) or "keep" (nothing).
+    `on_supervisor_death` is what the child's group is sent, once, if this process
+    dies without ending it (SIGKILL; deathwatch.py): "term" (SIGTERM) or "keep" (nothing).
     With `pty=True` the child's stdout and stderr are one pseudo-terminal
     (`trainvisor.supervisor.terminal`), read and passed through as "stdout".
     The bytes read go on `channel` (None: passed through only, parsed by nobody).
@@ -122,6 +123,7 @@ class Supervisor:
         self._stop_escalate_at: Optional[float] = None  # when the polite signal was sent + its grace
         self._waker: Optional[Waker] = None
         self._announced = False
+        self._watch: Optional[DeathWatch] = None  # sends the death signal if we are SIGKILLed
         self.proc: Optional[subprocess.Popen] = None
 
     # -- public ------------------------------------------------------------
@@ -129,15 +131,15 @@ class Supervisor:
     def run(self) -> ProcessResult:
         """Run the child to completion; raises `CommandNotFound` / `CommandNotExecutable`.
 
-        The child is forked from the calling thread, which this call blocks until
-        the child is reaped: its parent-death signal fires when that thread ends.
+        The child is forked from the calling thread, which this call blocks until the child
+        is reaped: its parent-death signal, where no death watcher runs, fires when that thread ends.
         """
         made_subreaper = self.subreaper and become_subreaper()
         reaper = None
         if self.subreaper or os.getpid() == 1:
             # Made before the fork: the children we already have are the host's,
             # and an orphan re-parented a moment after the fork is not among them.
-            reaper = Reaper(keep=lambda: (self.proc.pid if self.proc else 0, *self._own_pids()),
+            reaper = Reaper(keep=lambda: (self.proc.pid if self.proc else 0, *self._spared()),
                             pid1=os.getpid() == 1)
         env = dict(os.environ if self.env is None else self.env)
         env.update(self.extra_env)
@@ -152,10 +154,11 @@ class Supervisor:
 
             self._pty_master, slave = open_pty((self.stdout_fd or 1, self.stderr_fd or 2, 0))
         try:
+            self._watch = DeathWatch.start(self.death_signal)
             try:
                 proc = self.proc = spawn_child(self.argv, shell=self.shell, cwd=self.cwd, env=env,
-                                               popen=self._popen, setup=child_setup(self.death_signal),
-                                               terminal=slave)
+                                               popen=self._popen, terminal=slave,
+                                               setup=child_setup(self.death_signal, self._watch))
             finally:
                 if slave is not None:
                     os.close(slave)  # the child has it: the master reads EOF (EIO) when the tree closes it
@@ -165,6 +168,8 @@ class Supervisor:
                 if fd is not None:
                     os.close(fd)
             self._pty_master = None
+            if self._watch is not None:
+                self._watch.close()  # the child is reaped (or never ran): no signal, no watcher left
             if made_subreaper:
                 stop_subreaper()  # the child's tree is ended and reaped: adopt no more orphans
 
@@ -257,7 +262,7 @@ class Supervisor:
         record = self._record
         if record is not None:
             record.begin(proc.pid)
-        tree = ProcessTree(proc.pid, own_pids=self._own_pids, token=self.token, adopts=reaper is not None,
+        tree = ProcessTree(proc.pid, own_pids=self._spared, token=self.token, adopts=reaper is not None,
                            before=reaper.before if reaper is not None else (),
                            on_new=record.seen if record is not None else None)
         killed = self._wait_and_end(proc, tree, reaper, waker, handlers, signals_on)
@@ -273,6 +278,11 @@ class Supervisor:
             signalled_by=self._signalled_by,
             stop_reason=self._stop.reason if self._stop is not None else None,
         )
+
+    def _spared(self) -> tuple[int, ...]:
+        """Our own children that are not the tree's: the host's, and the death watcher."""
+        watch = self._watch
+        return (*self._own_pids(), *((watch.pid,) if watch is not None else ()))
 
     def _close_waker(self) -> None:
         with self._lock:
@@ -330,6 +340,8 @@ class Supervisor:
                 reaper.reap()
             if time.monotonic() >= next_refresh:
                 tree.refresh()  # remember descendants while the child lives
+                if self._watch is not None:
+                    self._watch.rearm(proc.pid)  # a watcher killed by hand is replaced
                 if self._record is not None:
                     self._record.alive()
                 next_refresh = time.monotonic() + TREE_REFRESH
