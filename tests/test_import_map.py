@@ -140,15 +140,29 @@ _LOADED = ("import atexit, runpy, sys\n"
            "runpy.run_module('trainvisor', run_name='__main__')\n")
 
 
-def test_a_plain_run_loads_no_module_of_a_feature_it_does_not_use(tmp_path):
+def _modules_of_run(tmp_path, child: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     loaded = tmp_path / "modules.txt"
-    child = "import sys; print('loss: 0.25'); sys.exit(3)"
     done = subprocess.run([sys.executable, "-c", _LOADED, str(loaded), "run", "-q", "--run-dir", str(tmp_path / "run"),
                            "--", sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    return done, set(loaded.read_text().split())
+
+
+def test_a_plain_run_loads_no_module_of_a_feature_it_does_not_use(tmp_path):
+    done, modules = _modules_of_run(tmp_path, "import sys; print('loss: 0.25'); sys.exit(3)")
     assert done.returncode == 3, done.stderr  # the child's status; the atexit handler ran before the exit
     assert done.stdout == "loss: 0.25\n"
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["name"], r["value"]) for r in records] == [("loss", 0.25)]  # parsed as ever
-    modules = set(loaded.read_text().split())
     assert "trainvisor.run.run" in modules and "trainvisor.logging.writer" in modules
+    assert {"trainvisor.parsers.auto", "trainvisor.parsers.generic"} <= modules  # made at the first output
     assert sorted(m for m in NOT_IN_A_PLAIN_RUN if m in modules) == []
+
+
+def test_the_parser_is_made_at_the_first_output_so_a_silent_child_loads_none(tmp_path):
+    done, modules = _modules_of_run(tmp_path, "pass")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert sorted(m for m in modules if _in(m, "trainvisor.parsers") and m not in ("trainvisor.parsers",
+                                                                                   "trainvisor.parsers.base")) == []
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["exit_code"], summary["lines"], summary["events"]) == (0, 0, 0)
+    assert " (parser auto, metrics " in (tmp_path / "run" / "train.log").read_text()  # named, though not made
