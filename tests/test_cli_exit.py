@@ -35,6 +35,18 @@ def test_the_fast_exit_joins_runs_atexit_flushes_and_gives_the_interpreters_stat
     assert (plain.returncode, plain.stderr) == (status, stderr)  # what the interpreter itself does
 
 
+def test_an_executor_left_running_ends_as_at_a_normal_exit():
+    """Its idle worker is no daemon: only threading's exit hook (what the interpreter calls first)
+    lets it end; joining it without that would wait forever."""
+    script = ("from concurrent.futures import ThreadPoolExecutor\n"
+              "from trainvisor.cli import _exit_now\n"
+              "executor = ThreadPoolExecutor(1)  # kept: a collected executor would stop its worker\n"
+              "executor.submit(print, 'task ran')\n"
+              "_exit_now(5)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (5, "task ran\n", "")
+
+
 def test_a_run_through_the_process_entry_keeps_its_log_and_summary(tmp_path):
     """The run log's last line is written by the writer's close at exit, summary.json before it."""
     run_dir = tmp_path / "run"

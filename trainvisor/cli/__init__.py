@@ -123,10 +123,10 @@ def _exit_now(code: object) -> NoReturn:
     else:  # sys.exit("message"): printed, status 1, as the interpreter does
         sys.stderr.write(f"{code}\n")
         status = 1
-    main_thread = threading.main_thread()
-    for thread in threading.enumerate():
-        if thread is not main_thread and not thread.daemon:
-            thread.join()
+    shutdown = getattr(threading, "_shutdown", None)  # the interpreter's own first step of an exit
+    if shutdown is None:  # another interpreter: exit as it does
+        sys.exit(code)
+    shutdown()  # threading's exit hooks (executors stop their idle workers), then non-daemon threads joined
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
