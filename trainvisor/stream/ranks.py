@@ -30,8 +30,7 @@ the parsers read is stripped.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Optional
+from typing import TYPE_CHECKING, Callable, ClassVar, NamedTuple, Optional
 
 from ..events import Event, Metric, with_stream
 from .lines import LineBlock
@@ -52,9 +51,9 @@ _STREAM_FIELD = Metric._fields.index("stream")
 assert _STREAM_FIELD < _RANK_FIELD
 
 
-@dataclass(frozen=True)
-class RankSelection:
-    """Which ranks' metrics are reported: every rank, or the ranks listed."""
+class RankSelection(NamedTuple):
+    """Which ranks' metrics are reported: every rank, or the ranks listed. A NamedTuple: every
+    run defines it, and a frozen dataclass costs ~0.5 ms to define."""
 
     every: bool
     ranks: frozenset = frozenset()
