@@ -3,6 +3,9 @@ at module level or deferred inside a function): a rule that is only written down
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +122,47 @@ def test_nothing_imports_the_compat_layer_and_it_loads_no_sdk_at_module_level():
     heavy = ("boto3", "botocore", "qiniu", "requests", "tensorboardX", "tensorboard", "mxnet", "mlflow")
     assert sorted(f"{m} imports {t}" for m, imports in MODULES.items() if _in(m, "trainvisor.compat")
                   for t, at_top in imports if at_top and any(_in(t, h) for h in heavy)) == []
+
+
+# What `trainvisor run` loads, read from a real run: a module that only some runs use is imported
+# by the feature that needs it (bench/startup.py measures what each one costs every run).
+NOT_IN_A_PLAIN_RUN = (
+    "hashlib", "secrets", "sqlite3", "csv",  # the log socket's name, the upload journal, metric files
+    "trainvisor.uploaders", "trainvisor.uploaders.journal", "trainvisor.uploaders.ratelimit",  # no --upload-to
+    "trainvisor.watch.policy", "trainvisor.checkpoints",
+    "trainvisor.run.follow", "trainvisor.parsers.metricfiles",  # no --follow
+    "trainvisor.supervisor.leftovers",  # a new run directory: no earlier attempt's processes to end
+    "trainvisor.stoprules", "trainvisor.timeline",  # no stop rules, no callbacks
+)
+_LOADED = ("import atexit, runpy, sys\n"
+           "out, sys.argv = sys.argv[1], ['trainvisor'] + sys.argv[2:]\n"
+           "atexit.register(lambda: open(out, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+           "runpy.run_module('trainvisor', run_name='__main__')\n")
+
+
+def _modules_of_run(tmp_path, child: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    loaded = tmp_path / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", _LOADED, str(loaded), "run", "-q", "--run-dir", str(tmp_path / "run"),
+                           "--", sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    return done, set(loaded.read_text().split())
+
+
+def test_a_plain_run_loads_no_module_of_a_feature_it_does_not_use(tmp_path):
+    done, modules = _modules_of_run(tmp_path, "import sys; print('loss: 0.25'); sys.exit(3)")
+    assert done.returncode == 3, done.stderr  # the child's status; the atexit handler ran before the exit
+    assert done.stdout == "loss: 0.25\n"
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["value"]) for r in records] == [("loss", 0.25)]  # parsed as ever
+    assert "trainvisor.run.run" in modules and "trainvisor.logging.writer" in modules
+    assert {"trainvisor.parsers.auto", "trainvisor.parsers.generic"} <= modules  # made at the first output
+    assert sorted(m for m in NOT_IN_A_PLAIN_RUN if m in modules) == []
+
+
+def test_the_parser_is_made_at_the_first_output_so_a_silent_child_loads_none(tmp_path):
+    done, modules = _modules_of_run(tmp_path, "pass")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert sorted(m for m in modules if _in(m, "trainvisor.parsers") and m not in ("trainvisor.parsers",
+                                                                                   "trainvisor.parsers.base")) == []
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["exit_code"], summary["lines"], summary["events"]) == (0, 0, 0)
+    assert " (parser auto, metrics " in (tmp_path / "run" / "train.log").read_text()  # named, though not made

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import typing
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Optional
+from dataclasses import fields
+from typing import Any, Callable, NamedTuple, Optional
 
 import click
 from click.core import ParameterSource
@@ -22,9 +22,9 @@ from ..config.settings import help_of
 __all__ = ["Flag", "RUN_FLAGS", "PARSING_FLAGS", "with_flags", "overrides", "config_option"]
 
 
-@dataclass(frozen=True)
-class Flag:
-    """`--settle` sets `watch.settle`. `switch` names the off form of a boolean (`--no-summary`)."""
+class Flag(NamedTuple):
+    """`--settle` sets `watch.settle`. `switch` names the off form of a boolean (`--no-summary`).
+    A NamedTuple: every command line defines it, and a frozen dataclass costs ~0.5 ms to define."""
 
     decl: str
     key: tuple[str, str]

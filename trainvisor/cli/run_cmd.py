@@ -42,13 +42,14 @@ def run(config_path: Optional[str], flag_values: dict[str, Any], shortcut_values
 
     The command may also come from the config file (`command: [...]`)."""
     from ..run import Run
-    from ..summary import format_summary
 
     config = effective_config(click.get_current_context(), config_path, flag_values, command, shortcut_values)
     if not config.command:
         raise click.UsageError("no command given: trainvisor run [OPTIONS] -- CMD [ARGS...] (or `command:` in --config)")
     summary = Run(config).run()
     if config.logging.summary or (config.logging.summary is None and sys.stderr.isatty()):
+        from ..summary import format_summary  # only when the summary is shown
+
         click.echo(format_summary(summary), err=True)
     sys.exit(summary.exit_code)
 

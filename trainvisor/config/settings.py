@@ -90,6 +90,8 @@ def one_of(*choices: str) -> Check:
 
 def byte_rate(value: Any) -> Optional[str]:
     """`50MB/s` and the like (uploaders/ratelimit.py reads it; a deferred import, as for a policy)."""
+    if value == "0":  # unlimited, the default: checked without loading the uploaders package
+        return None
     from ..uploaders.ratelimit import RATE_FORMAT, parse_rate
 
     try:
@@ -115,6 +117,8 @@ def upload_policy(value: Any) -> Optional[str]:
 
 def rank_selection(value: Any) -> Optional[str]:
     """`parsing.ranks`: checked where it is written, by the parser the run will use."""
+    if isinstance(value, str) and value in ("0", "all"):  # the usual two, without loading the rank router
+        return None
     from ..stream.ranks import SELECTION_FORMS, parse_rank_selection
 
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import socket
 import stat
 import struct
@@ -84,7 +83,8 @@ def bind_listener(listener: socket.socket, address: str) -> bool:
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EACCES):
                 raise
-    name = f"trainvisor-log-{secrets.token_hex(16)}"
+    # os.urandom is what secrets.token_hex reads; `secrets` would load hashlib (OpenSSL) into every run
+    name = f"trainvisor-log-{os.urandom(16).hex()}"
     listener.bind("\0" + name)
     fd = os.open(address, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     with open(fd, "w", encoding="ascii") as f:

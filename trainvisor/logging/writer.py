@@ -92,6 +92,7 @@ class LogWriterServer:
             for closable in (self._selector, self._listener, self._wake_r, self._wake_w):
                 closable.close()
             raise
+        self._closing = threading.Event()  # close() ends a coalescing pause at once: no exit waits it out
         self._thread = threading.Thread(target=self._run, name="trainvisor-log-writer", daemon=True)
         _LIVE.add(self)
         self._thread.start()
@@ -198,7 +199,7 @@ class LogWriterServer:
                     # batch instead of per record is what makes the single writer keep up.
                     # A round that took that long already (its host's own threads held the
                     # GIL) has coalesced enough: another wait for the GIL would only add delay.
-                    time.sleep(pause)
+                    self._closing.wait(pause)
             self._drain()
         except Exception as exc:  # the writer must report, never take the process down
             _warn(f"log writer for {self.file.path} failed: {type(exc).__name__}: {exc}")
@@ -342,6 +343,7 @@ class LogWriterServer:
         if self._closed or os.getpid() != self._owner_pid:
             return
         self._closed = True
+        self._closing.set()
         try:
             self._wake_w.send(b"x")
         except OSError:

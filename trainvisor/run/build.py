@@ -34,12 +34,20 @@ log = logging.getLogger("trainvisor.run")
 def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Parser":
     """The configured parser (auto by default), with its rules file loaded first, behind the
     `RankRouter` that strips launchers' rank prefixes and gives each rank a parser of its own."""
-    from ..parsers import ParserOptions
-    from ..parsers.select import build_parser as select_parser
+    from ..parsers import BUILTIN_MODULES, ParserOptions
     from ..stream.ranks import RankRouter, parse_rank_selection
 
     options = ParserOptions(year=cfg.year or year, iters_per_epoch=cfg.iters_per_epoch, argv=tuple(argv))
-    return RankRouter(lambda: select_parser(cfg.parser, options, rules=cfg.rules), parse_rank_selection(cfg.ranks))
+
+    def make() -> "Parser":
+        from ..parsers.select import build_parser as select_parser
+
+        return select_parser(cfg.parser, options, rules=cfg.rules)
+
+    # A built-in parser without a rules file cannot fail to be made: it is made at the first output,
+    # the child running (RankRouter's `name`); any other now, so a bad name or file fails first.
+    deferred = cfg.rules is None and cfg.parser in BUILTIN_MODULES
+    return RankRouter(make, parse_rank_selection(cfg.ranks), name=cfg.parser if deferred else None)
 
 
 def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = (),

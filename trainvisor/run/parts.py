@@ -74,7 +74,6 @@ class _Parts(_Plugins, _Reporting):
         from ..sinks.jsonl import JsonlSink
         from ..stream.pipeline import Pipeline
         from .build import build_sinks
-        from .follow import follower_for
 
         cfg = run.config
         parser = _new_parser(run)
@@ -100,7 +99,10 @@ class _Parts(_Plugins, _Reporting):
         parts._build_checkpoints(stack)
         parts._build_stop_rules()
         parts.pipeline = Pipeline(parts.parser, sinks=parts.sinks, hooks=run._hooks)
-        parts.follow = follower_for(run)  # --follow: metric files beside the log, as sources
+        if cfg.watch.follow:  # --follow: metric files beside the log, as sources (the module only then)
+            from .follow import follower_for
+
+            parts.follow = follower_for(run)
         return parts
 
     def restart_parser(self, attempt: int) -> None:
@@ -112,13 +114,10 @@ class _Parts(_Plugins, _Reporting):
         self.jsonl.set_extra({"attempt": attempt, **self.run.identity.fields()})
 
     def _build_checkpoints(self, stack: contextlib.ExitStack) -> None:
-        from ..watch.policy import parse_policy
-        from .build import build_managers, build_watcher, open_destinations, retention_values, watch_dirs
+        from .build import build_managers, build_watcher, retention_values, watch_dirs
 
         run, cfg = self.run, self.run.config
-        given = run._uploader
-        opened = open_destinations(cfg.upload, run_dir=str(run.run_dir)) if given is None else \
-            [((cfg.upload.destinations or (getattr(given, "url", "") or "",))[0], given)]
+        opened = _opened(run)
         if opened and not run.identity.uploads:  # a node's sets are uploaded once: by local rank 0
             log.info("local rank %s: checkpoints are uploaded by local rank 0 of this node, not here",
                      run.identity.local_rank)
@@ -127,6 +126,8 @@ class _Parts(_Plugins, _Reporting):
             values = retention_values(cfg.upload, str(run.metrics_path))  # --best-by, from the log
             if values is not None:
                 self.sinks.append(values)
+            from ..watch.policy import parse_policy
+
             last = parse_policy(cfg.watch.policy).skips_superseded
             self.group = build_managers(cfg.upload, opened, run_dir=str(run.run_dir), run_id=run.run_id,
                                         identity=run.identity, values=values, skip_superseded=last)
@@ -319,6 +320,19 @@ class _Parts(_Plugins, _Reporting):
                              f"grace ({'skipped: a second signal' if shutdown.skipped else 'out of time'}; "
                              f"{sum(len(r.pending) for r in left)} file(s) pending); they resume on the next start")
         return tuple(UploadTotals.from_report(url, r) for url, r in zip(group.urls, reports))
+
+
+def _opened(run: "Run") -> list:
+    """Each destination with its uploader: the caller's uploader, else `upload.to`'s, opened. With
+    none (most runs), neither the uploaders nor the journal (sqlite3) are loaded."""
+    given, cfg = run._uploader, run.config.upload
+    if given is not None:
+        return [((cfg.destinations or (getattr(given, "url", "") or "",))[0], given)]
+    if not cfg.destinations:
+        return []
+    from .build import open_destinations
+
+    return open_destinations(cfg, run_dir=str(run.run_dir))
 
 
 def _new_parser(run: "Run") -> "Parser":

@@ -131,10 +131,12 @@ class Run:
             log.info("run %s attempt %d in %s: configuration %s", self.run_id, self.attempt, self.run_dir,
                      json.dumps(to_dict(self.config, mask_secrets=True)))
             if self.needs_command:  # what a killed trainvisor left running here, ended (and said) first
-                from ..supervisor.leftovers import end_leftovers
                 from ..supervisor.record import RECORD_NAME
 
-                end_leftovers(self.run_dir / RECORD_NAME)
+                if (self.run_dir / RECORD_NAME).exists():  # a new directory has no record to read
+                    from ..supervisor.leftovers import end_leftovers
+
+                    end_leftovers(self.run_dir / RECORD_NAME)
             # With the node and ranks found (the launcher's variables are gone when a person runs
             # `trainvisor resume` later): the same store folder then.
             ident = self.identity

@@ -13,9 +13,8 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from ..errors import ConfigError
 
@@ -29,9 +28,9 @@ class RunDirBusy(ConfigError):
     """Another trainvisor holds this run directory."""
 
 
-@dataclass(frozen=True)
-class RunIdentity:
-    """What a run directory says about its run: `attempt` counts the starts on it (1 for the first)."""
+class RunIdentity(NamedTuple):
+    """What a run directory says about its run: `attempt` counts the starts on it (1 for the first).
+    A NamedTuple: every run defines it, and a frozen dataclass costs ~0.5 ms to define."""
 
     run_id: str
     attempt: int
