@@ -11,6 +11,7 @@ MLflow (a local file store), against `CHILD | cat` and against JSONL alone, in o
 Then each sink's counts (written, dropped, failed) from the run log, and what the receivers got.
 
     python bench/every_sink.py [--lines-a 1000000] [--rate 100000] [--lines-b 1000000] [--rounds 1]
+                               [--sinks tensorboard,prometheus,webhook,csv,mlflow]
 
 A sink that is not installed (or not registered in this checkout) is left out and named.
 """
@@ -180,8 +181,15 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100_000)
     ap.add_argument("--lines-b", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--sinks", default=",".join(WANTED),
+                    help="a comma-separated subset, to tell which sinks cost what (default: every one)")
     a = ap.parse_args()
     names, missing = available()
+    chosen = [n for n in a.sinks.split(",") if n]
+    unknown = sorted(set(chosen) - set(WANTED))
+    if unknown:
+        ap.error(f"--sinks: no sink {', '.join(unknown)} here (known: {', '.join(WANTED)})")
+    names = [n for n in names if n in chosen]
     print(f"sinks on: {', '.join(names)}" + (f"; left out: {', '.join(missing)}" if missing else ""))
     receiver = Receiver()
     try:
