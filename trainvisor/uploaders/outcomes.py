@@ -24,7 +24,9 @@ class RetryPolicy:
     cap: float = 30.0
 
     def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0, min(self.cap, self.base * 2 ** attempt))
+        # 2 ** attempt past 1023 no longer converts to a float: a store down for hours at the cap
+        # would make the retry loop raise instead of waiting (the cap is long reached by then).
+        return rng.uniform(0, min(self.cap, self.base * 2 ** min(attempt, 64)))
 
 
 @dataclass(frozen=True)
