@@ -87,7 +87,6 @@ class UploadManager(ObjectSending):
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
         self._bytes_skipped = self._sets_skipped = 0
         self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
-        self._superseded = SupersededSets(skip_superseded)  # `--upload-policy last`
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
@@ -107,6 +106,8 @@ class UploadManager(ObjectSending):
         self._pruner = make_pruner(retention if manifests else None, self._journal, uploader, run_dir=run_dir,
                                    run_id=run_id, key_for=self.key_for, lock_of=self._set_lock, values=values,
                                    delete_local=delete_after_upload)
+        # `--upload-policy last`, and retention's "would delete it at once": a queued set skipped
+        self._superseded = SupersededSets(skip_superseded, getattr(self._pruner, "skip_reason", None))
 
     def __enter__(self) -> "UploadManager":
         return self
@@ -138,7 +139,8 @@ class UploadManager(ObjectSending):
             self._journal.add_set(keys[0], checkpoint)
             self._keys.update(keys)
             self._set_keys.add(keys[0])
-        ticket = self._superseded.submitted(keys, nbytes, len(checkpoint.files), step_of(checkpoint))
+        ticket = self._superseded.submitted(keys, nbytes, len(checkpoint.files), step_of(checkpoint),
+                                            checkpoint=checkpoint, set_key=keys[0])
         # Outside the lock: an executor may run the task inline (the task takes the lock too).
         future = self._pool.submit(self._upload_set, checkpoint, ticket)
         with self._lock:
@@ -245,7 +247,7 @@ class UploadManager(ObjectSending):
         same set queued again (rewritten) keeps its key: this submission alone is dropped."""
         replaced = set_key not in queued.keys
         self._journal.skip(None if replaced else set_key, queued.keys - {set_key})
-        log.info("checkpoint %s skipped: a newer one was complete before its upload began", cp.name)
+        log.info("checkpoint %s skipped: %s", cp.name, queued.why)
         with self._lock:
             self._bytes_total -= queued.nbytes
             self._files_total -= queued.nfiles

@@ -83,7 +83,8 @@ class UploadProgress:
     limiter_wait: float = 0.0
     """Seconds the uploads waited on the rate limit (summed over workers: may exceed `seconds`)."""
     sets_skipped: int = 0
-    """Sets never sent: a newer one was queued before their upload began (`--upload-policy last`)."""
+    """Sets never sent: a newer one was queued before their upload began (`--upload-policy last`),
+    or retention would have deleted them as soon as they were verified (superseded.py)."""
 
     @property
     def files_sent(self) -> int:

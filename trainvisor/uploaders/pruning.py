@@ -8,13 +8,16 @@ lists. Nothing else under the prefix is ever looked at. A set is deleted manifes
 then on no reader takes it for whole), journaled `deleting` before and `deleted` after
 (deletions.py); a deletion left unfinished (a kill, a store error) is finished by the next pass or
 the next start. A set being uploaded again is skipped (its lock is busy) until a later pass.
+The same ranking, asked before a queued set is sent (`skip_reason`), spares the store a set it
+would delete as soon as it is verified (superseded.py).
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..checkpoints import Manifest
 from ..events import Checkpoint
@@ -23,7 +26,7 @@ from .journal import VERIFIED, Journal
 from .retention import RetainedSet, RetentionPolicy, SetValue, select_deletions
 from .values import BestByValues
 
-__all__ = ["Pruner", "make_pruner"]
+__all__ = ["Pruner", "make_pruner", "Handed"]
 
 log = logging.getLogger("trainvisor.upload")
 
@@ -98,10 +101,28 @@ class Pruner:
             keys = self._manifest_keys(set_key, cp)
             if keys is None:
                 continue
-            order = (cp.iteration is not None, cp.iteration or 0, cp.epoch is not None, cp.epoch or 0.0, verified_at)
-            sets.append(RetainedSet(set_key, cp.name, order, keys, self._value_of(cp)))
+            sets.append(RetainedSet(set_key, cp.name, _order(cp, verified_at), keys, self._value_of(cp)))
             checkpoints[set_key] = cp
         return sets, checkpoints
+
+    def skip_reason(self, candidate: Handed, queued: Sequence[Handed]) -> Optional[str]:
+        """Would this policy delete `candidate`, a queued set about to be sent, as soon as it is
+        verified, judged with the newer sets already handed over: `queued` (each: set key,
+        checkpoint, ticket: the order handed over) and those verified? Then why (superseded.py
+        skips it), else None. Undecided, or without an iteration or epoch: kept, as here."""
+        key, cp, ticket = candidate
+        if cp.iteration is None and cp.epoch is None:
+            return None
+        mine = RetainedSet(key, cp.name, _order(cp, math.inf, ticket), (), self._value_of(cp))
+        newer = {s.set_key: s for s in self._candidates()[0] if s.order > mine.order}
+        for k, other, t in queued:
+            order = _order(other, math.inf, t)
+            if (other.iteration is not None or other.epoch is not None) and order > mine.order:
+                newer[k] = RetainedSet(k, other.name, order, (), self._value_of(other))
+        newer.pop(key, None)  # the same set, written again: not a newer one
+        if not any(s.set_key == key for s in select_deletions([mine, *newer.values()], self.policy)):
+            return None
+        return f"retention ({self._describe()}) would delete it once verified: {len(newer)} newer set(s) handed over"
 
     def _manifest_keys(self, set_key: str, cp: Checkpoint) -> Optional[tuple[str, ...]]:
         """The keys this run's manifest of `cp` lists, then the manifest's own; None (said once)
@@ -180,6 +201,16 @@ class Pruner:
         if what not in self._said:
             self._said.add(what)
             log.warning(message, *args)
+
+
+Handed = tuple[str, Checkpoint, int]
+"""A set handed to the manager: its set key, its checkpoint, its ticket (the order handed over)."""
+
+
+def _order(cp: Checkpoint, verified_at: float, ticket: int = 0) -> tuple:
+    """Oldest to newest: iteration, then epoch, then when verified (a queued set: not yet, after
+    every verified one), then when handed over."""
+    return (cp.iteration is not None, cp.iteration or 0, cp.epoch is not None, cp.epoch or 0.0, verified_at, ticket)
 
 
 class _held:
