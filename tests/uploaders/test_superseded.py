@@ -271,25 +271,10 @@ def test_keep_best_on_a_real_caffe_log_skips_the_outranked_and_uploads_the_older
     assert _stored_sets(moto, "best1") == {best, *snapshots[-2:]}
 
 
-class HeldFirst(LocalUploader):
-    """A real file:// store whose first upload waits for the test's word (GatedStore's, for any
-    number of sets: the others queue behind it)."""
-
-    def __init__(self, root: str) -> None:
-        super().__init__(root)
-        self.started, self.go = threading.Event(), threading.Event()
-
-    def upload(self, local_path, key, *, progress=None):
-        if not self.started.is_set():
-            self.started.set()
-            self.go.wait(30)
-        return super().upload(local_path, key, progress=progress)
-
-
 def _held_run(tmp_path, tag: str, values: BestByValues, snapshots: list[int]) -> dict[str, set[int]]:
     """Every snapshot handed over while the first one's upload is held, to a file:// store with
     --keep-best 1 alone; the sets by outcome."""
-    store = HeldFirst(str(tmp_path / tag / "store"))
+    store = GatedStore(str(tmp_path / tag / "store"))
     with UploadManager(store, run_dir=str(tmp_path / tag / "run"), run_id="r1", concurrency=1, values=values,
                        retention=RetentionPolicy.of(None, 1, "accuracy max")) as m:
         futures = [m.submit(_snapshot(tmp_path / tag / "ckpt", it)) for it in snapshots]
