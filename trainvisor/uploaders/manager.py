@@ -28,6 +28,7 @@ from .sending import ObjectSending
 from .pruning import make_pruner
 from .ratelimit import TokenBucket
 from .s3_pace import pace_requests
+from .startgate import StartGate
 from .superseded import QueuedSet, SupersededSets, step_of
 from .throughput import UploadMeter
 from .journal import FAILED, JOURNAL_FILE, QUEUED, SKIPPED, VERIFIED, Journal, JournalOwner
@@ -108,6 +109,7 @@ class UploadManager(ObjectSending):
                                    delete_local=delete_after_upload)
         # `--upload-policy last`, and retention's "would delete it at once": a queued set skipped
         self._superseded = SupersededSets(skip_superseded, getattr(self._pruner, "skip_reason", None))
+        self._gate = StartGate()  # open unless the store could not be reached at start (startgate.py)
 
     def __enter__(self) -> "UploadManager":
         return self
@@ -120,6 +122,13 @@ class UploadManager(ObjectSending):
 
     def preflight(self) -> None:
         self._up.preflight()
+
+    def start_when_reachable(self, error: UploadError) -> None:
+        """The store could not be reached at start (`error`, retryable): nothing is sent, swept
+        or pruned until a preflight passes (tried again with this manager's backoff); then the
+        orphan sweep, and retention's pass once the sets go (startgate.py)."""
+        self._gate.defer(self._up.preflight, error, url=str(getattr(self._up, "url", "")), retry=self._retry,
+                         rng=self._rng, before=(self.sweep_orphans,), after=(self.prune,))
 
     def _set_key(self, cp: Checkpoint) -> str:
         return self.key_for(cp.name + ".manifest.json") if self._manifests else self.key_for(cp.files[0].relpath)
@@ -224,6 +233,8 @@ class UploadManager(ObjectSending):
         rewritten by the training) waits, then finds its unchanged files already verified."""
         set_key = self._set_key(cp)
         try:
+            if not self._gate.wait():  # closed until the store answers; False: closing first
+                return SetOutcome(set_key, QUEUED)
             superseded = self._superseded.starting(ticket)
             if superseded is not None:
                 state = self._skip(cp, set_key, superseded)
@@ -262,7 +273,7 @@ class UploadManager(ObjectSending):
         """Retention's pass (pruning.py): the names of the sets deleted from the store; a failure
         is logged, never raised (the sets stay, the next pass tries again). `wait`: seconds for a
         pass running on a worker, then one more (the last pass of a run, once the log has ended)."""
-        if self._pruner is None:
+        if self._pruner is None or not self._gate.is_open:  # never on a store that has not answered
             return ()
         try:
             return self._pruner.prune(wait=wait)
@@ -319,18 +330,22 @@ class UploadManager(ObjectSending):
         """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in
         flight stops at its next chunk or part; one still running after `timeout` is abandoned."""
         self._stopping.set()
+        self._gate.stop()  # the sets waiting on it leave as queued
+        ends = time.monotonic() + timeout
         with self._lock:
             futures = set(self._futures)
         for f in futures:
             f.cancel()
         _done, running = wait(futures, timeout=timeout)
+        gate_ended = self._gate.join(ends - time.monotonic())  # a preflight in flight: its steps use the journal
         if self._unpace is not None:  # the uploader may serve another manager: no hook of this one left
             self._unpace()
         if self._own_pool:  # joined when idle, so no worker thread outlives close()
             self._pool.shutdown(wait=not running, cancel_futures=True)
         if running:
             log.warning("%d upload(s) still running at close; the journal resumes them next time", len(running))
+        if running or not gate_ended:  # a preflight still trying a store that is down: its sets are pending
             return  # the journal stays open for them: closing it under a writer would lose their record
-        if self._keys and not self._journal.states(self._keys).pending:
+        if self._keys and self._gate.is_open and not self._journal.states(self._keys).pending:
             self.sweep_orphans()  # all done: any upload still open under the run's keys is debris
         self._journal.close()
