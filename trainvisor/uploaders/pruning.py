@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 from ..checkpoints import Manifest
 from ..events import Checkpoint
 from .base import StoreError
-from .journal import VERIFIED, Journal
+from .journal import SKIPPED, VERIFIED, Journal
 from .retention import RetainedSet, RetentionPolicy, SetValue, select_deletions
 from .values import BestByValues
 
@@ -84,10 +84,11 @@ class Pruner:
             if self._delete_set(v, checkpoints[v.set_key], spare):
                 done.append(v.name)
         if self._delete_local and sets:
-            newest = max(sets, key=lambda s: s.order).set_key
+            newest = max(sets, key=lambda s: s.order)
             for s in sets:
-                if s.set_key != newest and s.set_key not in chosen:
+                if s.set_key != newest.set_key and s.set_key not in chosen:
                     self._unlink_local(s.set_key, checkpoints[s.set_key])
+            self._unlink_skipped(newest.order)
         return done
 
     def _candidates(self) -> tuple[list[RetainedSet], dict[str, Checkpoint]]:
@@ -189,6 +190,26 @@ class Pruner:
                                                mtime_ns=st.st_mtime_ns) is not None:
                 os.unlink(f.path)
         self._local_done.add(set_key)
+
+    def _unlink_skipped(self, newest: tuple) -> None:
+        """--delete-after-upload: a set skipped before its upload (superseded.py: retention would
+        have deleted it at once) leaves the disk as it would have after its upload and deletion:
+        once a newer set is verified; each file only in the version that was skipped."""
+        for set_key, cp in self._journal.all_set_files():
+            if set_key in self._local_done or self._journal.set_state(set_key) != SKIPPED:
+                continue
+            if (cp.iteration is None and cp.epoch is None) or _order(cp, 0.0)[:4] >= newest[:4]:
+                continue
+            for f in cp.files:
+                entry = self._journal.get(self._key_for(f.relpath))
+                try:
+                    st = os.stat(f.path)
+                except FileNotFoundError:
+                    continue
+                if entry is not None and entry.state == SKIPPED and (entry.size, entry.mtime_ns) == (
+                        st.st_size, st.st_mtime_ns):
+                    os.unlink(f.path)
+            self._local_done.add(set_key)
 
     def _describe(self) -> str:
         p = self.policy
