@@ -277,8 +277,9 @@ def _held_run(tmp_path, tag: str, values: BestByValues, snapshots: list[int]) ->
     store = GatedStore(str(tmp_path / tag / "store"))
     with UploadManager(store, run_dir=str(tmp_path / tag / "run"), run_id="r1", concurrency=1, values=values,
                        retention=RetentionPolicy.of(None, 1, "accuracy max")) as m:
-        futures = [m.submit(_snapshot(tmp_path / tag / "ckpt", it)) for it in snapshots]
-        assert store.started.wait(30)
+        futures = [m.submit(_snapshot(tmp_path / tag / "ckpt", snapshots[0]))]
+        assert store.started.wait(30)  # the first is uploading: every other one is queued behind it
+        futures += [m.submit(_snapshot(tmp_path / tag / "ckpt", it)) for it in snapshots[1:]]
         store.go.set()
         m.drain(60)
     return _outcomes(futures)
