@@ -6,6 +6,7 @@ the Kodo-protocol test server, a file:// directory."""
 from __future__ import annotations
 
 import random
+import time
 
 import boto3
 import pytest
@@ -139,3 +140,18 @@ def test_a_kodo_destination_down_at_start_catches_up(kodo, tmp_path):
     finally:
         m.close()
     assert kodo.read_object("ckpt", "p/gate/model_step_3.pt") == bytes(range(256)) * 64
+
+
+def test_closing_never_waits_longer_than_its_timeout_on_a_preflight_in_flight(proxied, tmp_path):
+    """The store came back too slow to answer: a retried probe hangs. Closing (the run's end)
+    returns within its timeout all the same; the set stays queued for the next start."""
+    proxied.down(3600)
+    m = _manager("s3://pre/p", S3Uploader("pre", url="s3://pre/p", endpoint_url=proxied.url), tmp_path)
+    future = m.submit(_snapshot(tmp_path, 4))
+    proxied.inject("PUT", PROBE, 20.0, times=100)  # held 20 s, or until the proxy stops
+    proxied.down(0)
+    wait_for(lambda: proxied.holding >= 1, 30, "a probe held")
+    began = time.monotonic()
+    m.close(0.5)
+    assert time.monotonic() - began < 3.0
+    assert future.result(timeout=5).state == QUEUED
