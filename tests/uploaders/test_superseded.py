@@ -1,20 +1,27 @@
 """`--upload-policy last`: a queued set a newer one superseded before its upload began is skipped
-(journaled, counted), never sent; one that started is finished; the newest is always uploaded."""
+(journaled, counted), never sent; one that started is finished; the newest is always uploaded.
+The same for a queued set retention (--keep-last, --keep-best) would delete as soon as it is
+verified; a set whose --best-by value is not known yet is kept."""
 from __future__ import annotations
 
 import os
 import threading
+from typing import Optional
 
 import boto3
 import pytest
 
+from tests.conftest import real_logs
 from tests.faultproxy import FaultProxy
-from trainvisor.events import Checkpoint, CheckpointFile
+from trainvisor.calls.logs import replay
+from trainvisor.events import Checkpoint, CheckpointEvent, CheckpointFile
 from trainvisor.uploaders import LocalUploader
 from trainvisor.uploaders.journal import QUEUED, SKIPPED, VERIFIED, Journal
 from trainvisor.uploaders.manager import UploadManager
+from trainvisor.uploaders.retention import RetentionPolicy, parse_best_by
 from trainvisor.uploaders.s3 import S3Uploader
 from trainvisor.uploaders.superseded import SupersededSets
+from trainvisor.uploaders.values import BestByValues
 from trainvisor.watch.record import CheckpointRecord
 
 
@@ -51,7 +58,7 @@ def slow_store(moto):
     """The S3 store behind the fault proxy, every checkpoint file's PUT held 1.5 s: a slow link."""
     boto3.client("s3", endpoint_url=moto).create_bucket(Bucket="ckpt")
     with FaultProxy(moto) as proxy:
-        proxy.inject("PUT", r"/ckpt/p/r1/model_step_\d+\.pt$", 1.5, times=100)
+        proxy.inject("PUT", r"/ckpt/p/\w+/model_step_\d+\.pt$", 1.5, times=100)
         yield proxy
 
 
@@ -161,3 +168,129 @@ def test_an_upload_in_flight_is_finished_and_a_set_written_again_replaces_its_qu
     # The same set queued again is not a set skipped: the journal and the counts hold it verified.
     assert report.sets.verified == ("r1/last.ckpt.manifest.json", "r1/model_step_1.pt.manifest.json")
     assert report.sets.skipped == () and progress.sets_skipped == 0 and report.pending == ()
+
+
+# Retention that would delete a set at once (issue 24): with --keep-last / --keep-best, a queued
+# set the policy would not keep, judged with the newer sets already handed over, is skipped as
+# `--upload-policy last` skips (the same journal state, the same count); undecided: kept.
+
+def _numbers(keys) -> set[int]:
+    """Set keys (…/model_step_N.pt.manifest.json) -> the steps N."""
+    return {int(k.split("_")[-1].split(".")[0]) for k in keys}
+
+
+def _stored_sets(endpoint: str, run_id: str) -> set[int]:
+    """The sets the store holds (their manifests) under the run's keys; moto's servers in one
+    process share their buckets, so each test's run has an id of its own."""
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    listed = s3.list_objects_v2(Bucket="ckpt", Prefix=f"p/{run_id}/").get("Contents", [])
+    return _numbers(o["Key"] for o in listed if o["Key"].endswith(".manifest.json"))
+
+
+def _outcomes(futures) -> dict[str, set[int]]:
+    by_state: dict[str, set[int]] = {}
+    for f in futures:
+        by_state.setdefault(f.result().state, set()).update(_numbers([f.result().set_key]))
+    return by_state
+
+
+def test_with_keep_last_2_the_sets_retention_would_drop_at_once_are_skipped(slow_store, moto, tmp_path, caplog):
+    """Ten quick snapshots on a slow link, two workers: the first two start at once; every later
+    one starts after all ten were handed over, so all but the two newest have two newer sets:
+    retention would delete them as soon as they are verified, so they are skipped, journaled so,
+    never sent. The store ends with the two newest; the two that started early were deleted."""
+    caplog.set_level("INFO", logger="trainvisor.upload")
+    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=slow_store.url)
+    run_dir = tmp_path / "run"
+    with UploadManager(up, run_dir=str(run_dir), run_id="last2", prefix="p", concurrency=2,
+                       retention=RetentionPolicy(keep_last=2)) as m:
+        futures = [m.submit(_snapshot(tmp_path / "ckpt", step)) for step in range(1, 11)]
+        report = m.drain(60)
+        progress = m.progress()
+    states = _outcomes(futures)
+    verified, skipped = states.get(VERIFIED, set()), states.get(SKIPPED, set())
+    assert set(states) <= {VERIFIED, SKIPPED} and verified | skipped == set(range(1, 11))
+    assert {9, 10} <= verified and set(range(3, 9)) <= skipped  # the two early starters: either
+    sent = {int(p.rsplit("_", 1)[1][:-3]) for method, p, _q, status in slow_store.requests
+            if method == "PUT" and p.endswith(".pt") and status == 200}
+    assert sent == verified  # a skipped set never sent a byte
+    assert _stored_sets(moto, "last2") == {9, 10} and _numbers(report.sets.skipped) == skipped
+    assert progress.sets_skipped == len(skipped) and report.pending == () and report.failed == ()
+    j = Journal(str(run_dir))
+    try:
+        assert {s for s in range(1, 11) if j.set_state(f"p/last2/model_step_{s}.pt.manifest.json") == SKIPPED} == skipped
+    finally:
+        j.close()
+    said = [r.getMessage() for r in caplog.records if "skipped: retention (keep-last 2)" in r.getMessage()]
+    assert len(said) == len(skipped)
+
+
+def _caffe_values(upto: Optional[int] = None) -> tuple[BestByValues, dict[int, float], list[int]]:
+    """The real Caffe log's test accuracies as a run's --best-by sink gets them (its parser), all
+    decided (the log ended) or, with `upto`, only the records up to that iteration (a live run's
+    log not yet past it); also the accuracies by iteration and the snapshot iterations."""
+    replayed = replay(real_logs("caffe") / "bearpaw-fork-mnist.log", parser="caffe")
+    tests = {m.iteration: m.value for m in replayed.metrics
+             if m.phase == "test" and m.name == "accuracy" and not m.test_net and not m.running}
+    snapshots = sorted({e.iteration for e in replayed.events if type(e) is CheckpointEvent})
+    values = BestByValues(parse_best_by("accuracy max"))
+    values.write([m for m in replayed.metrics if upto is None or (m.iteration or 0) <= upto])
+    if upto is None:
+        values.close()
+    return values, tests, snapshots
+
+
+def test_keep_best_on_a_real_caffe_log_skips_the_outranked_and_uploads_the_older_best(slow_store, moto, tmp_path):
+    """bearpaw's LeNet run: ten snapshots (1000..10000), its best test accuracy older than the
+    last two. With --keep-last 2 --keep-best 1 a set that started once all were handed over is
+    skipped exactly when it is not among the two newest and a newer set is at least as good; the
+    best is uploaded, and the store ends with it and the two newest."""
+    values, tests, snapshots = _caffe_values()
+
+    def accuracy(it: int) -> float:
+        return tests[max(k for k in tests if k <= it)]
+
+    best = max(snapshots, key=lambda it: (accuracy(it), it))
+    assert len(snapshots) == 10 and best not in snapshots[-2:]  # what makes the log worth the test
+    up = S3Uploader("ckpt", url="s3://ckpt/p", endpoint_url=slow_store.url)
+    with UploadManager(up, run_dir=str(tmp_path / "run"), run_id="best1", prefix="p", concurrency=2, values=values,
+                       retention=RetentionPolicy.of(2, 1, "accuracy max")) as m:
+        futures = [m.submit(_snapshot(tmp_path / "ckpt", it)) for it in snapshots]
+        report = m.drain(90)
+    states = _outcomes(futures)
+    verified, skipped = states.get(VERIFIED, set()), states.get(SKIPPED, set())
+
+    def dropped(it: int) -> bool:  # the policy, from the log's own numbers, over this set and the newer
+        newer = [n for n in snapshots if n > it]
+        return it not in snapshots[-2:] and any(accuracy(n) >= accuracy(it) for n in newer)
+
+    assert verified | skipped == set(snapshots) and report.pending == () and report.failed == ()
+    assert skipped and all(dropped(it) for it in skipped)  # never a set the policy keeps
+    assert {it for it in snapshots[2:] if dropped(it)} == skipped - set(snapshots[:2])
+    assert best in verified and set(snapshots[-2:]) <= verified
+    assert _stored_sets(moto, "best1") == {best, *snapshots[-2:]}
+
+
+def _held_run(tmp_path, tag: str, values: BestByValues, snapshots: list[int]) -> dict[str, set[int]]:
+    """Every snapshot handed over while the first one's upload is held, to a file:// store with
+    --keep-best 1 alone; the sets by outcome."""
+    store = GatedStore(str(tmp_path / tag / "store"))
+    with UploadManager(store, run_dir=str(tmp_path / tag / "run"), run_id="r1", concurrency=1, values=values,
+                       retention=RetentionPolicy.of(None, 1, "accuracy max")) as m:
+        futures = [m.submit(_snapshot(tmp_path / tag / "ckpt", snapshots[0]))]
+        assert store.started.wait(30)  # the first is uploading: every other one is queued behind it
+        futures += [m.submit(_snapshot(tmp_path / tag / "ckpt", it)) for it in snapshots[1:]]
+        store.go.set()
+        m.drain(60)
+    return _outcomes(futures)
+
+
+def test_a_set_whose_value_is_not_known_yet_is_never_skipped(tmp_path):
+    """The log has reached iteration 3000 only: the sets after it are undecided, so they neither
+    get skipped nor outrank an older one, and nothing is skipped; the same sets once the log has
+    ended (every value decided) are mostly skipped."""
+    early, _tests, snapshots = _caffe_values(upto=3000)
+    assert _held_run(tmp_path, "live", early, snapshots) == {VERIFIED: set(snapshots)}
+    ended, _tests, _ = _caffe_values()
+    decided = _held_run(tmp_path, "ended", ended, snapshots)
+    assert len(decided.get(SKIPPED, ())) >= 5 and snapshots[-1] in decided[VERIFIED]

@@ -158,7 +158,8 @@ def build_limiter(cfg: UploadConfig) -> "Optional[TokenBucket]":
 def build_managers(cfg: UploadConfig, opened: "Sequence[tuple[str, Uploader]]", **kwargs) -> "ManagerGroup":
     """One upload manager per destination (`open_destinations`), each built as `build_manager`
     builds one (its own journal file: `journal.journal_name`), all paying one rate limit; any
-    that fails its preflight fails the run before the training starts, the others closed."""
+    whose preflight is refused fails the run before the training starts, the others closed
+    (one that cannot be reached: only with `defer_unreachable`, see `build_manager`)."""
     from ..uploaders.group import ManagerGroup
     from ..uploaders.journal import journal_name
 
@@ -178,7 +179,8 @@ def build_managers(cfg: UploadConfig, opened: "Sequence[tuple[str, Uploader]]", 
 def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_id: str,
                   identity: Optional["NodeIdentity"] = None, values: Optional["BestByValues"] = None,
                   limiter: "Optional[TokenBucket]" = None, skip_superseded: bool = False,
-                  url: Optional[str] = None, journal: Optional[str] = None) -> "UploadManager":
+                  url: Optional[str] = None, journal: Optional[str] = None,
+                  defer_unreachable: bool = False) -> "UploadManager":
     """The upload manager, preflighted (a bad destination fails here, before the training starts),
     with the sets an earlier attempt left unfinished in this run directory queued again, and the
     multipart uploads it left open that nothing owns aborted. With a node (`identity`), the keys
@@ -187,10 +189,14 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
     attempt began are finished first. `limiter`: the run's bucket when several managers share it
     (default: one made from `upload.rate_limit`). `skip_superseded`: `--upload-policy last` (a
     queued set a newer one replaced is skipped). `url`: the destination among several (default:
-    `upload.to`, one); `journal`: its journal's file name in `run_dir`."""
+    `upload.to`, one); `journal`: its journal's file name in `run_dir`. `defer_unreachable` (a
+    run: its training must not wait on an outage): a store that cannot be reached now (a
+    retryable preflight error) is said in one WARNING line and does not fail; its sets wait in
+    the journal, and the sweep and the pruning with them, until it answers (startgate.py)."""
     from ..uploaders.destinations import key_prefix, run_keys
     from ..uploaders.manager import RetryPolicy, UploadManager
     from ..uploaders.retention import RetentionPolicy
+    from ..uploaders.startgate import preflight_or_defer
 
     policy = RetentionPolicy.of(cfg.keep_last, cfg.keep_best, cfg.best_by)  # keep_best without best_by: here
     url = url or (cfg.to if isinstance(cfg.to, str) else None) or getattr(uploader, "url", "") or ""
@@ -203,10 +209,16 @@ def build_manager(cfg: UploadConfig, uploader: "Uploader", *, run_dir: str, run_
                             skip_superseded=skip_superseded, retry=RetryPolicy(cap=cfg.retry_max_delay),
                             **({"journal_name": journal} if journal else {}))
     try:
-        manager.preflight()
-        manager.sweep_orphans()  # before anything is sent: what a killed attempt left open
+        unreachable = preflight_or_defer(manager, url, defer=defer_unreachable)
+        if unreachable is None:
+            manager.sweep_orphans()  # before anything is sent: what a killed attempt left open
+        else:  # the sweep and the pruning wait for the store, and every set with them
+            manager.start_when_reachable(unreachable)
+        # Planned from the run directory alone (no store), now, before this run's own sets are
+        # queued beside the earlier attempt's; sent once the store answers.
         resumed = manager.resume()
-        manager.prune()
+        if unreachable is None:
+            manager.prune()
     except BaseException:
         manager.close()
         raise

@@ -130,7 +130,8 @@ class _Parts(_Plugins, _Reporting):
 
             last = parse_policy(cfg.watch.policy).skips_superseded
             self.group = build_managers(cfg.upload, opened, run_dir=str(run.run_dir), run_id=run.run_id,
-                                        identity=run.identity, values=values, skip_superseded=last)
+                                        identity=run.identity, values=values, skip_superseded=last,
+                                        defer_unreachable=True)  # an outage never holds the training
             self.manager = self.group.first
             stack.callback(self.group.close, 0.25)  # drain had its time; an upload in flight resumes next start
         cwd = os.path.abspath(cfg.process.cwd or os.getcwd())

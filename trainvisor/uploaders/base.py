@@ -49,7 +49,10 @@ class Uploader(Protocol):
     url: str
 
     def preflight(self) -> None:
-        """Check credentials, bucket and write permission; raise UploadError(retryable=False)."""
+        """Check credentials, bucket and write permission; UploadError when they fail, its
+        `retryable` as an upload's would be: True when the store cannot be reached or says
+        "later" (a run then starts and tries again: startgate.py), False for what the
+        configuration must fix (credentials, bucket, path)."""
 
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
         """Upload one file under `key` and verify it."""

@@ -166,13 +166,13 @@ class KodoUploader:
         except Exception as exc:  # the SDK raises for malformed hosts and the like
             raise UploadError(f"cannot write a probe object to {self.url}: {type(exc).__name__}",
                               retryable=False) from exc
-        if ret is None:
-            raise UploadError(str(self._error("cannot write a probe object", info)), retryable=False)
+        if ret is None:  # retryable as for an upload: no connection or a 5xx, not 401/403/631
+            raise self._error("cannot write a probe object", info)
         if self._hosts.rs_host or not self._hosts.up_host:
             manager = qiniu.BucketManager(self._auth, regions=self._regions, preferred_scheme=self._hosts.scheme)
             _, info = manager.delete(self.bucket, key)
             if info.status_code != 200:
-                raise UploadError(str(self._error("cannot delete the probe object", info)), retryable=False)
+                raise self._error("cannot delete the probe object", info)
 
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
         try:

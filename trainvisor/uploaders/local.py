@@ -5,6 +5,7 @@ place and the directory fsynced: a reader never sees a partial object, a crash l
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from pathlib import Path
@@ -15,6 +16,10 @@ from .base import Progress, ReadError, StoredObject, UploadedObject, UploadError
 __all__ = ["LocalUploader", "file_sha256"]
 
 _CHUNK = 1 << 20
+UNREACHABLE = frozenset({errno.EIO, errno.ESTALE, errno.ETIMEDOUT, errno.ENOTCONN, errno.EHOSTDOWN,
+                         errno.EHOSTUNREACH, errno.ENETDOWN, errno.ENETUNREACH, errno.ECONNREFUSED,
+                         errno.ECONNRESET})
+"""What a network filesystem (NFS, a FUSE mount) answers while its server is away."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -49,13 +54,17 @@ class LocalUploader:
         return target
 
     def preflight(self) -> None:
+        """Write and remove a probe file. Retryable only when the filesystem says it cannot be
+        reached now (a network mount gone away: `UNREACHABLE`); a path that is not a directory,
+        a permission, a read-only or full disk is the configuration's to fix."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             probe = self.root / f".trainvisor-probe-{os.getpid()}"
             probe.write_bytes(b"probe")
             probe.unlink()
         except OSError as exc:
-            raise UploadError(f"cannot write to {self.url}: {exc.strerror}", retryable=False) from exc
+            raise UploadError(f"cannot write to {self.url}: {exc.strerror}",
+                              retryable=exc.errno in UNREACHABLE) from exc
 
     def stored(self, local_path: str, key: str) -> Optional[UploadedObject]:
         """The stored copy of `key` when it holds exactly the bytes of `local_path` (size, then

@@ -28,6 +28,7 @@ from .sending import ObjectSending
 from .pruning import make_pruner
 from .ratelimit import TokenBucket
 from .s3_pace import pace_requests
+from .startgate import StartGate
 from .superseded import QueuedSet, SupersededSets, step_of
 from .throughput import UploadMeter
 from .journal import FAILED, JOURNAL_FILE, QUEUED, SKIPPED, VERIFIED, Journal, JournalOwner
@@ -87,7 +88,6 @@ class UploadManager(ObjectSending):
         self._bytes_done = self._bytes_total = self._files_done = self._files_total = self._skipped = 0
         self._bytes_skipped = self._sets_skipped = 0
         self._sets_ended: dict[str, int] = {VERIFIED: 0, FAILED: 0}
-        self._superseded = SupersededSets(skip_superseded)  # `--upload-policy last`
         self._stopping = threading.Event()
         self._retry, self._rng = retry, rng or random.Random()
         self._sleep = sleep if sleep is not None else self._stopping.wait  # close() cuts a backoff short
@@ -107,6 +107,9 @@ class UploadManager(ObjectSending):
         self._pruner = make_pruner(retention if manifests else None, self._journal, uploader, run_dir=run_dir,
                                    run_id=run_id, key_for=self.key_for, lock_of=self._set_lock, values=values,
                                    delete_local=delete_after_upload)
+        # `--upload-policy last`, and retention's "would delete it at once": a queued set skipped
+        self._superseded = SupersededSets(skip_superseded, getattr(self._pruner, "skip_reason", None))
+        self._gate = StartGate()  # open unless the store could not be reached at start (startgate.py)
 
     def __enter__(self) -> "UploadManager":
         return self
@@ -119,6 +122,13 @@ class UploadManager(ObjectSending):
 
     def preflight(self) -> None:
         self._up.preflight()
+
+    def start_when_reachable(self, error: UploadError) -> None:
+        """The store could not be reached at start (`error`, retryable): nothing is sent, swept
+        or pruned until a preflight passes (tried again with this manager's backoff); then the
+        orphan sweep, and retention's pass once the sets go (startgate.py)."""
+        self._gate.defer(self._up.preflight, error, url=str(getattr(self._up, "url", "")), retry=self._retry,
+                         rng=self._rng, before=(self.sweep_orphans,), after=(self.prune,))
 
     def _set_key(self, cp: Checkpoint) -> str:
         return self.key_for(cp.name + ".manifest.json") if self._manifests else self.key_for(cp.files[0].relpath)
@@ -138,7 +148,8 @@ class UploadManager(ObjectSending):
             self._journal.add_set(keys[0], checkpoint)
             self._keys.update(keys)
             self._set_keys.add(keys[0])
-        ticket = self._superseded.submitted(keys, nbytes, len(checkpoint.files), step_of(checkpoint))
+        ticket = self._superseded.submitted(keys, nbytes, len(checkpoint.files), step_of(checkpoint),
+                                            checkpoint=checkpoint, set_key=keys[0])
         # Outside the lock: an executor may run the task inline (the task takes the lock too).
         future = self._pool.submit(self._upload_set, checkpoint, ticket)
         with self._lock:
@@ -222,6 +233,8 @@ class UploadManager(ObjectSending):
         rewritten by the training) waits, then finds its unchanged files already verified."""
         set_key = self._set_key(cp)
         try:
+            if not self._gate.wait():  # closed until the store answers; False: closing first
+                return SetOutcome(set_key, QUEUED)
             superseded = self._superseded.starting(ticket)
             if superseded is not None:
                 state = self._skip(cp, set_key, superseded)
@@ -245,7 +258,7 @@ class UploadManager(ObjectSending):
         same set queued again (rewritten) keeps its key: this submission alone is dropped."""
         replaced = set_key not in queued.keys
         self._journal.skip(None if replaced else set_key, queued.keys - {set_key})
-        log.info("checkpoint %s skipped: a newer one was complete before its upload began", cp.name)
+        log.info("checkpoint %s skipped: %s", cp.name, queued.why)
         with self._lock:
             self._bytes_total -= queued.nbytes
             self._files_total -= queued.nfiles
@@ -260,7 +273,7 @@ class UploadManager(ObjectSending):
         """Retention's pass (pruning.py): the names of the sets deleted from the store; a failure
         is logged, never raised (the sets stay, the next pass tries again). `wait`: seconds for a
         pass running on a worker, then one more (the last pass of a run, once the log has ended)."""
-        if self._pruner is None:
+        if self._pruner is None or not self._gate.is_open:  # never on a store that has not answered
             return ()
         try:
             return self._pruner.prune(wait=wait)
@@ -317,18 +330,22 @@ class UploadManager(ObjectSending):
         """Stop: queued sets are cancelled (the journal keeps them for a resume) and an upload in
         flight stops at its next chunk or part; one still running after `timeout` is abandoned."""
         self._stopping.set()
+        self._gate.stop()  # the sets waiting on it leave as queued
+        ends = time.monotonic() + timeout
         with self._lock:
             futures = set(self._futures)
         for f in futures:
             f.cancel()
         _done, running = wait(futures, timeout=timeout)
+        gate_ended = self._gate.join(ends - time.monotonic())  # a preflight in flight: its steps use the journal
         if self._unpace is not None:  # the uploader may serve another manager: no hook of this one left
             self._unpace()
         if self._own_pool:  # joined when idle, so no worker thread outlives close()
             self._pool.shutdown(wait=not running, cancel_futures=True)
         if running:
             log.warning("%d upload(s) still running at close; the journal resumes them next time", len(running))
+        if running or not gate_ended:  # a preflight still trying a store that is down: its sets are pending
             return  # the journal stays open for them: closing it under a writer would lose their record
-        if self._keys and not self._journal.states(self._keys).pending:
+        if self._keys and self._gate.is_open and not self._journal.states(self._keys).pending:
             self.sweep_orphans()  # all done: any upload still open under the run's keys is debris
         self._journal.close()

@@ -24,7 +24,9 @@ class RetryPolicy:
     cap: float = 30.0
 
     def delay(self, attempt: int, rng: random.Random) -> float:
-        return rng.uniform(0, min(self.cap, self.base * 2 ** attempt))
+        # 2 ** attempt past 1023 no longer converts to a float: a store down for hours at the cap
+        # would make the retry loop raise instead of waiting (the cap is long reached by then).
+        return rng.uniform(0, min(self.cap, self.base * 2 ** min(attempt, 64)))
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class UploadProgress:
     limiter_wait: float = 0.0
     """Seconds the uploads waited on the rate limit (summed over workers: may exceed `seconds`)."""
     sets_skipped: int = 0
-    """Sets never sent: a newer one was queued before their upload began (`--upload-policy last`)."""
+    """Sets never sent: a newer one was queued before their upload began (`--upload-policy last`),
+    or retention would have deleted them as soon as they were verified (superseded.py)."""
 
     @property
     def files_sent(self) -> int:

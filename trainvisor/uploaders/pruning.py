@@ -8,22 +8,25 @@ lists. Nothing else under the prefix is ever looked at. A set is deleted manifes
 then on no reader takes it for whole), journaled `deleting` before and `deleted` after
 (deletions.py); a deletion left unfinished (a kill, a store error) is finished by the next pass or
 the next start. A set being uploaded again is skipped (its lock is busy) until a later pass.
+The same ranking, asked before a queued set is sent (`skip_reason`), spares the store a set it
+would delete as soon as it is verified (superseded.py).
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..checkpoints import Manifest
 from ..events import Checkpoint
 from .base import StoreError
-from .journal import VERIFIED, Journal
+from .journal import SKIPPED, VERIFIED, Journal
 from .retention import RetainedSet, RetentionPolicy, SetValue, select_deletions
 from .values import BestByValues
 
-__all__ = ["Pruner", "make_pruner"]
+__all__ = ["Pruner", "make_pruner", "Handed"]
 
 log = logging.getLogger("trainvisor.upload")
 
@@ -81,10 +84,11 @@ class Pruner:
             if self._delete_set(v, checkpoints[v.set_key], spare):
                 done.append(v.name)
         if self._delete_local and sets:
-            newest = max(sets, key=lambda s: s.order).set_key
+            newest = max(sets, key=lambda s: s.order)
             for s in sets:
-                if s.set_key != newest and s.set_key not in chosen:
+                if s.set_key != newest.set_key and s.set_key not in chosen:
                     self._unlink_local(s.set_key, checkpoints[s.set_key])
+            self._unlink_skipped(newest.order)
         return done
 
     def _candidates(self) -> tuple[list[RetainedSet], dict[str, Checkpoint]]:
@@ -98,10 +102,28 @@ class Pruner:
             keys = self._manifest_keys(set_key, cp)
             if keys is None:
                 continue
-            order = (cp.iteration is not None, cp.iteration or 0, cp.epoch is not None, cp.epoch or 0.0, verified_at)
-            sets.append(RetainedSet(set_key, cp.name, order, keys, self._value_of(cp)))
+            sets.append(RetainedSet(set_key, cp.name, _order(cp, verified_at), keys, self._value_of(cp)))
             checkpoints[set_key] = cp
         return sets, checkpoints
+
+    def skip_reason(self, candidate: Handed, queued: Sequence[Handed]) -> Optional[str]:
+        """Would this policy delete `candidate`, a queued set about to be sent, as soon as it is
+        verified, judged with the newer sets already handed over: `queued` (each: set key,
+        checkpoint, ticket: the order handed over) and those verified? Then why (superseded.py
+        skips it), else None. Undecided, or without an iteration or epoch: kept, as here."""
+        key, cp, ticket = candidate
+        if cp.iteration is None and cp.epoch is None:
+            return None
+        mine = RetainedSet(key, cp.name, _order(cp, math.inf, ticket), (), self._value_of(cp))
+        newer = {s.set_key: s for s in self._candidates()[0] if s.order > mine.order}
+        for k, other, t in queued:
+            order = _order(other, math.inf, t)
+            if (other.iteration is not None or other.epoch is not None) and order > mine.order:
+                newer[k] = RetainedSet(k, other.name, order, (), self._value_of(other))
+        newer.pop(key, None)  # the same set, written again: not a newer one
+        if not any(s.set_key == key for s in select_deletions([mine, *newer.values()], self.policy)):
+            return None
+        return f"retention ({self._describe()}) would delete it once verified: {len(newer)} newer set(s) handed over"
 
     def _manifest_keys(self, set_key: str, cp: Checkpoint) -> Optional[tuple[str, ...]]:
         """The keys this run's manifest of `cp` lists, then the manifest's own; None (said once)
@@ -169,6 +191,26 @@ class Pruner:
                 os.unlink(f.path)
         self._local_done.add(set_key)
 
+    def _unlink_skipped(self, newest: tuple) -> None:
+        """--delete-after-upload: a set skipped before its upload (superseded.py: retention would
+        have deleted it at once) leaves the disk as it would have after its upload and deletion:
+        once a newer set is verified; each file only in the version that was skipped."""
+        for set_key, cp in self._journal.all_set_files():
+            if set_key in self._local_done or self._journal.set_state(set_key) != SKIPPED:
+                continue
+            if (cp.iteration is None and cp.epoch is None) or _order(cp, 0.0)[:4] >= newest[:4]:
+                continue
+            for f in cp.files:
+                entry = self._journal.get(self._key_for(f.relpath))
+                try:
+                    st = os.stat(f.path)
+                except FileNotFoundError:
+                    continue
+                if entry is not None and entry.state == SKIPPED and (entry.size, entry.mtime_ns) == (
+                        st.st_size, st.st_mtime_ns):
+                    os.unlink(f.path)
+            self._local_done.add(set_key)
+
     def _describe(self) -> str:
         p = self.policy
         rules = [f"keep-last {p.keep_last}"] if p.keep_last else []
@@ -180,6 +222,16 @@ class Pruner:
         if what not in self._said:
             self._said.add(what)
             log.warning(message, *args)
+
+
+Handed = tuple[str, Checkpoint, int]
+"""A set handed to the manager: its set key, its checkpoint, its ticket (the order handed over)."""
+
+
+def _order(cp: Checkpoint, verified_at: float, ticket: int = 0) -> tuple:
+    """Oldest to newest: iteration, then epoch, then when verified (a queued set: not yet, after
+    every verified one), then when handed over."""
+    return (cp.iteration is not None, cp.iteration or 0, cp.epoch is not None, cp.epoch or 0.0, verified_at, ticket)
 
 
 class _held:

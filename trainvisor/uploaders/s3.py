@@ -97,7 +97,10 @@ class S3Uploader(OpenUploads):
     def _error(self, what: str, exc: Exception) -> UploadError:
         if isinstance(exc, ClientError):
             code = _code(exc)
-            return UploadError(f"{what} on {self.url}: {code}", retryable=code not in _PERMANENT)
+            # 401/403 whatever the code (a scoped key, a disabled account, a skewed clock botocore
+            # could not correct): the same request will be refused again.
+            denied = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (401, 403)
+            return UploadError(f"{what} on {self.url}: {code}", retryable=code not in _PERMANENT and not denied)
         retry = isinstance(exc, (EndpointConnectionError, BotoCoreError))
         # Which endpoint could not be reached (its password masked by UploadError, as any message's)
         where = f" at {self._client.meta.endpoint_url}" if isinstance(exc, EndpointConnectionError) else ""
@@ -106,14 +109,14 @@ class S3Uploader(OpenUploads):
     def preflight(self) -> None:
         """Write and delete a probe object under the configured prefix: a key scoped to the
         prefix (how platforms hand out buckets) may write nowhere else. Its name is new each
-        time, so two runs sharing a prefix never delete each other's probe."""
+        time, so two runs sharing a prefix never delete each other's probe. `retryable` as for
+        an upload: an outage (no connection, 5xx, SlowDown), not a refusal (credentials, bucket)."""
         probe = "/".join(filter(None, [self._prefix, f".trainvisor-probe-{secrets.token_hex(6)}"]))
         try:
             self._client.put_object(Bucket=self.bucket, Key=probe, Body=b"probe")
             self._client.delete_object(Bucket=self.bucket, Key=probe)
         except (ClientError, BotoCoreError) as exc:
-            err = self._error("cannot write a probe object", exc)
-            raise UploadError(str(err), retryable=False) from exc
+            raise self._error("cannot write a probe object", exc) from exc
 
     def upload(self, local_path: str, key: str, *, progress: Optional[Progress] = None) -> UploadedObject:
         progress = progress or (lambda n: None)

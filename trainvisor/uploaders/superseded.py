@@ -4,6 +4,12 @@ checkpoint already replaced is not worth its hundreds of megabytes. A set alread
 finished: its bytes are on their way, and until the newer set is verified it is the newest one in
 the store. The newest set is never skipped, so the store always gets the training's last state.
 
+Retention (`--keep-last`, `--keep-best`) skips the same way a queued set it would delete as soon
+as it is verified: when the set is about to be sent, the policy is applied to it together with
+the newer sets already handed over (queued, uploading or verified), by retention's own ranking
+(`Pruner.skip_reason`, on `select_deletions`); a set it would not keep is skipped. A set whose
+--best-by value is not known yet is undecided, so kept: never skipped on a guess.
+
 Newer means a later training step: a higher iteration (or epoch, when sets have no iteration),
 else, when the sets cannot be compared so (no number, or one of each kind), handed to the manager
 later. The watcher hands sets over as they complete, but a set it found late (written before its
@@ -13,15 +19,24 @@ sets) are left to that set: its journal rows are not marked skipped under it.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
-from typing import Collection, Optional
+from typing import TYPE_CHECKING, Callable, Collection, Optional, Sequence
 
 from ..events import Checkpoint
 
-__all__ = ["QueuedSet", "SupersededSets", "step_of"]
+if TYPE_CHECKING:
+    from .pruning import Handed
+
+__all__ = ["QueuedSet", "SupersededSets", "step_of", "SUPERSEDED"]
+
+log = logging.getLogger("trainvisor.upload")
 
 Step = Optional[tuple[str, float]]
+SUPERSEDED = "a newer one was complete before its upload began"
+RetentionCheck = Callable[["Handed", Sequence["Handed"]], Optional[str]]
+"""`Pruner.skip_reason`: why retention would delete a set at once, or None."""
 
 
 def step_of(cp: Checkpoint) -> Step:
@@ -44,40 +59,68 @@ class QueuedSet:
     keys: frozenset[str]
     nbytes: int
     nfiles: int
+    why: str = SUPERSEDED
+    """Why it is skipped (the log line's reason)."""
 
 
 class SupersededSets:
     """The sets in the manager's queue, in the order they were submitted. Thread-safe: `submitted`
-    runs on the watcher's thread, `starting` and `ended` on upload workers."""
+    runs on the watcher's thread, `starting` and `ended` on upload workers. `enabled`:
+    `--upload-policy last`; `retention`: the run's `Pruner.skip_reason` (None: no retention)."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool, retention: Optional[RetentionCheck] = None) -> None:
+        self.enabled, self._retention = enabled, retention
         self._lock = threading.Lock()
         self._tickets = 0
         self._newest: tuple[Step, int] = (None, 0)  # the newest set ever submitted: its step, its ticket
         self._live: dict[int, QueuedSet] = {}
+        self._handed: dict[int, tuple[str, Checkpoint]] = {}  # what retention ranks: set key, checkpoint
 
-    def submitted(self, keys: Collection[str], nbytes: int, nfiles: int, step: Step = None) -> int:
-        """A set was queued (`step`: `step_of` its checkpoint); its ticket."""
+    def submitted(self, keys: Collection[str], nbytes: int, nfiles: int, step: Step = None, *,
+                  checkpoint: Optional[Checkpoint] = None, set_key: str = "") -> int:
+        """A set was queued (`step`: `step_of` its checkpoint; `checkpoint` and its `set_key`, for
+        retention); its ticket."""
         with self._lock:
             self._tickets += 1
             if _newer(step, self._tickets, *self._newest):
                 self._newest = (step, self._tickets)
             self._live[self._tickets] = QueuedSet(frozenset(keys), nbytes, nfiles)
+            if checkpoint is not None:
+                self._handed[self._tickets] = (set_key, checkpoint)
             return self._tickets
 
     def starting(self, ticket: int) -> Optional[QueuedSet]:
         """The set's upload is about to begin: None to go on, or, when a newer set was queued
-        since (and the policy skips), what to record as skipped: its keys no live set shares."""
+        since (and the policy skips) or retention would delete it at once, what to record as
+        skipped: its keys no live set shares."""
         with self._lock:
             mine = self._live.get(ticket)
-            if not self.enabled or mine is None or ticket == self._newest[1]:
+            if mine is None or ticket == self._newest[1] or not (self.enabled or self._retention):
                 return None
+            handed = self._handed.get(ticket)
+            queued = [(k, cp, t) for t, (k, cp) in self._handed.items() if t != ticket]
+        why = SUPERSEDED if self.enabled else self._retention_says(ticket, handed, queued)
+        if why is None:
+            return None
+        with self._lock:
             del self._live[ticket]
+            self._handed.pop(ticket, None)  # skipped: handed over no longer
             shared = set().union(*(s.keys for s in self._live.values()))
-            return QueuedSet(mine.keys - shared, mine.nbytes, mine.nfiles)
+            return QueuedSet(mine.keys - shared, mine.nbytes, mine.nfiles, why)
+
+    def _retention_says(self, ticket: int, handed: Optional[tuple[str, Checkpoint]],
+                        queued: Sequence["Handed"]) -> Optional[str]:
+        """Outside the lock: the check reads the journal and the manifests."""
+        if handed is None or self._retention is None:
+            return None
+        try:
+            return self._retention((handed[0], handed[1], ticket), queued)
+        except Exception:  # a bug, a journal closed under it: sent rather than skipped on a failure
+            log.exception("retention's check of checkpoint %s before its upload failed: it is uploaded", handed[1].name)
+            return None
 
     def ended(self, ticket: int) -> None:
         """The set's upload ended (or it was skipped, or cancelled): it no longer holds its keys."""
         with self._lock:
             self._live.pop(ticket, None)
+            self._handed.pop(ticket, None)
