@@ -118,7 +118,7 @@ class _Folder:
         (self._blocked / "in-the-way").write_bytes(b"not an object")
 
         def held() -> bool:  # asked once the 12 sets and 13 tests are recorded
-            deleted = set(recorded(work)) - _kept_by_the_policy(work) - {victim}
+            deleted = set(recorded(work)) - _kept_by_the_policy(work) - {victim} - _skipped(work)
             return _deletions(work) == {victim: "deleting", **dict.fromkeys(deleted, "deleted")}
         return ["-snapshot", str(work / "snap" / "examples" / "mnist" / f"{second}.solverstate")], held
 
@@ -229,6 +229,12 @@ def _set_objects(work: Path, name: str) -> list[str]:
 
 def _deletions(work: Path) -> dict[str, str]:
     return journal_pairs(work, "SELECT name, state FROM deletions")
+
+
+def _skipped(work: Path) -> set[str]:
+    """The sets retention skipped, never sent (it would have deleted them at once): never deleted."""
+    return {json.loads(cp)["name"] for cp, state in journal_pairs(work, "SELECT checkpoint, state FROM sets").items()
+            if state == "skipped"}
 
 
 def _tests_recorded(work: Path) -> int:
