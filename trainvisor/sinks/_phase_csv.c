@@ -15,10 +15,15 @@
 
 #define MAX_TABLES 16  /* tables touched in one call; past that, all are flushed and let go */
 
+/* The open row last used, its slots read once: most metrics go to the row the previous one
+ * went to. Valid while nothing but this loop changes the table's `open` (within one call). */
+typedef struct { PyObject *row, *rank, *key, *values; int no_seconds; } rowcache;  /* owned; row NULL: none */
+
 typedef struct {
     PyObject *obj, *open, *index, *write;  /* owned; write: fh.write, NULL while fh is None */
     Py_ssize_t ncols;
     sbuf b;  /* rows written by C, not yet handed to write() */
+    rowcache c;
 } ptable;
 
 typedef struct { PyObject *obj; int kind; } cell;  /* kind: 0 empty, 1 str(obj), 2 repr(obj) */
@@ -84,7 +89,12 @@ static int table_flush(ptable *t) {
     return 0;
 }
 
+static void cache_clear(rowcache *c) {
+    Py_CLEAR(c->row); Py_CLEAR(c->rank); Py_CLEAR(c->key); Py_CLEAR(c->values);
+}
+
 static void table_clear(ptable *t) {
+    cache_clear(&t->c);
     Py_CLEAR(t->obj); Py_CLEAR(t->open); Py_CLEAR(t->index); Py_CLEAR(t->write);
     PyMem_Free(t->b.buf);
     memset(&t->b, 0, sizeof t->b);
@@ -279,57 +289,69 @@ done:
     return rc;
 }
 
-/* _Row(m): a new open row for the metric's rank (its slots set as __init__ sets them). */
-static PyObject *new_row(pcsv *p, ptable *t, PyObject **f, PyObject **values) {
+/* _Row(m): a new open row for the metric's rank (its slots set as __init__ sets them), cached. */
+static int new_row(pcsv *p, ptable *t, PyObject **f) {
     PyTypeObject *type = (PyTypeObject *)p->rtype;
-    PyObject *row = type->tp_alloc(type, 0), *key = PyTuple_Pack(2, f[2], f[6]);
-    *values = PyDict_New();
-    if (!row || !key || !*values || PyObject_SetAttr(row, S[S_KEY], key) || PyObject_SetAttr(row, S[S_RANK], f[10]) ||
-        PyObject_SetAttr(row, S[S_SECONDS], f[5]) || PyObject_SetAttr(row, S[S_VALUES], *values) ||
-        PyDict_SetItem(t->open, f[10], row))
-        Py_CLEAR(row);
-    Py_XDECREF(key);
-    return row;
+    rowcache *c = &t->c;
+    cache_clear(c);
+    c->row = type->tp_alloc(type, 0);
+    c->key = PyTuple_Pack(2, f[2], f[6]);
+    c->values = PyDict_New();
+    c->rank = Py_NewRef(f[10]);
+    c->no_seconds = f[5] == Py_None;
+    if (c->row && c->key && c->values && !PyObject_SetAttr(c->row, S[S_KEY], c->key) &&
+        !PyObject_SetAttr(c->row, S[S_RANK], f[10]) && !PyObject_SetAttr(c->row, S[S_SECONDS], f[5]) &&
+        !PyObject_SetAttr(c->row, S[S_VALUES], c->values) && !PyDict_SetItem(t->open, f[10], c->row))
+        return 0;
+    cache_clear(c);
+    return -1;
 }
 
-/* The open row of the metric's rank, still open after this metric when it is of the same
- * (iteration, epoch) and lacks the name; NULL (no error set) when it was emitted or is none. */
-static PyObject *open_row(pcsv *p, ptable *t, PyObject **f, PyObject **values) {
-    PyObject *row = PyDict_GetItemWithError(t->open, f[10]), *key = NULL;
-    if (!row) return NULL;
-    Py_INCREF(row);
-    int same = -1;
-    if ((key = PyObject_GetAttr(row, S[S_KEY])) && (*values = PyObject_GetAttr(row, S[S_VALUES]))) {
-        if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 2 || !PyDict_Check(*values))
-            PyErr_SetString(PyExc_TypeError, "_Row.key must be a pair and values a dict");
-        else if ((same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 0), f[2], Py_EQ)) == 1)
-            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, 1), f[6], Py_EQ);
-        if (same == 1 && (same = PyDict_Contains(*values, f[0])) >= 0) same = !same;
+/* The open row of `rank` in the cache: 1 there, 0 none, -1 error. */
+static int cache_fill(ptable *t, PyObject *rank) {
+    rowcache *c = &t->c;
+    if (c->row && c->rank == rank) return 1;
+    cache_clear(c);
+    PyObject *row = PyDict_GetItemWithError(t->open, rank), *seconds = NULL;
+    if (!row) return PyErr_Occurred() ? -1 : 0;
+    c->row = Py_NewRef(row);
+    c->rank = Py_NewRef(rank);
+    if ((c->key = PyObject_GetAttr(row, S[S_KEY])) && (c->values = PyObject_GetAttr(row, S[S_VALUES])) &&
+        (seconds = PyObject_GetAttr(row, S[S_SECONDS]))) {
+        c->no_seconds = seconds == Py_None;
+        Py_DECREF(seconds);
+        if (PyTuple_Check(c->key) && PyTuple_GET_SIZE(c->key) == 2 && PyDict_Check(c->values)) return 1;
+        PyErr_SetString(PyExc_TypeError, "_Row.key must be a pair and values a dict");
     }
-    Py_XDECREF(key);
-    if (same == 1) return row;
-    if (same == 0) (void)emit_row(p, t, row);  /* its error, if any, stays set for the caller */
-    Py_CLEAR(*values);
+    cache_clear(c);
+    return -1;
+}
+
+/* The open row of the metric's rank: 1 it stays open for this metric (same iteration and
+ * epoch, the name not in it yet), 0 there is none (any other was emitted), -1 error. */
+static int open_row(pcsv *p, ptable *t, PyObject **f) {
+    int same = cache_fill(t, f[10]);
+    if (same <= 0) return same;
+    if ((same = PyObject_RichCompareBool(PyTuple_GET_ITEM(t->c.key, 0), f[2], Py_EQ)) == 1)
+        same = PyObject_RichCompareBool(PyTuple_GET_ITEM(t->c.key, 1), f[6], Py_EQ);
+    if (same == 1 && (same = PyDict_Contains(t->c.values, f[0])) >= 0) same = !same;
+    if (same != 0) return same;
+    PyObject *row = Py_NewRef(t->c.row);
+    cache_clear(&t->c);
+    int rc = emit_row(p, t, row);
     Py_DECREF(row);
-    return NULL;
+    return rc ? -1 : 0;
 }
 
 /* _Table.add for one Metric (its fields f). */
 static int add_metric(pcsv *p, ptable *t, PyObject **f) {
-    PyObject *values = NULL, *row = open_row(p, t, f, &values);
-    if (!row && PyErr_Occurred()) return -1;
-    if (row) {
-        PyObject *seconds = PyObject_GetAttr(row, S[S_SECONDS]);
-        int rc = !seconds ? -1 : seconds == Py_None ? PyObject_SetAttr(row, S[S_SECONDS], f[5]) : 0;
-        Py_XDECREF(seconds);
-        if (rc) { Py_DECREF(row); Py_DECREF(values); return -1; }
-    } else if (!(row = new_row(p, t, f, &values))) {
-        Py_XDECREF(values);
-        return -1;
-    }
-    int rc = PyDict_SetItem(values, f[0], f[1]);
-    Py_DECREF(row); Py_DECREF(values);
-    return rc;
+    int rc = open_row(p, t, f);
+    if (rc == 0) rc = new_row(p, t, f);
+    else if (rc == 1 && t->c.no_seconds) {  /* the row's seconds: its first metric's that has them */
+        rc = PyObject_SetAttr(t->c.row, S[S_SECONDS], f[5]);
+        t->c.no_seconds = f[5] == Py_None;
+    } else if (rc == 1) rc = 0;
+    return rc ? -1 : PyDict_SetItem(t->c.values, f[0], f[1]);
 }
 
 static int env_load(pcsv *p, PyObject *sink, PyObject *env) {
