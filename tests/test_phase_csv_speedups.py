@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +21,11 @@ from .conftest import FIXTURES, real_logs
 pytestmark = pytest.mark.skipif(phase_csv._c_write is None, reason="C speedup not built (no compiler at install)")
 
 BATCHES = (1, 2, 7, 64, 1000, 3, 250)  # cycled: rows split across calls, many rows in one call
+
+
+def _c_write(sink: phase_csv.PhaseCsvSink, events: list) -> None:
+    """The C loop itself, whatever TRAINVISOR_PURE_PYTHON says (sink.write's choice)."""
+    phase_csv._c_write(events, sink, phase_csv._CSV_ENV)
 
 
 def _files(d: Path) -> dict[str, bytes]:
@@ -36,7 +43,7 @@ def _both_ways(events: list, tmp_path: Path, *, compare_every: int = 1) -> dict[
             break
         batch = events[start:start + next(sizes)]
         start += len(batch)
-        c_sink.write(batch)
+        _c_write(c_sink, batch)
         py_sink._write(batch)
         if n_batch % compare_every == 0:
             c_sink.flush()
@@ -143,10 +150,10 @@ def test_the_c_loop_keeps_no_reference(tmp_path):
     sink = phase_csv.PhaseCsvSink(tmp_path)
     again = [m._replace(iteration=m.iteration + 1_000_000 * r) for r in range(1, 9) for m in metrics
              if m.iteration is not None]
-    sink.write(metrics)
-    sink.write(again[:len(again) // 2])
+    _c_write(sink, metrics)
+    _c_write(sink, again[:len(again) // 2])
     before = sys.getallocatedblocks()
-    sink.write(again[len(again) // 2:])
+    _c_write(sink, again[len(again) // 2:])
     after = sys.getallocatedblocks()
     sink.close()
     assert after - before < 200, (before, after)
@@ -154,7 +161,7 @@ def test_the_c_loop_keeps_no_reference(tmp_path):
 
 def test_a_failing_file_write_is_an_error_and_the_sink_goes_on(tmp_path):
     sink = phase_csv.PhaseCsvSink(tmp_path)
-    sink.write([_m("loss", 0.1, 0), _m("loss", 0.2, 1)])  # the file is open, its header written
+    _c_write(sink, [_m("loss", 0.1, 0), _m("loss", 0.2, 1)])  # the file is open, its header written
 
     class Full:
         def write(self, text):
@@ -164,8 +171,16 @@ def test_a_failing_file_write_is_an_error_and_the_sink_goes_on(tmp_path):
     real = table.fh
     table.fh = Full()
     with pytest.raises(OSError, match="No space left"):
-        sink.write([_m("loss", 0.3, 2), _m("loss", 0.4, 3)])
+        _c_write(sink, [_m("loss", 0.3, 2), _m("loss", 0.4, 3)])
     table.fh = real
-    sink.write([_m("loss", 0.5, 4)])
+    _c_write(sink, [_m("loss", 0.5, 4)])
     sink.close()
     assert (tmp_path / "train.csv").read_text().splitlines() == ["iteration,epoch,seconds,loss", "0,,,0.1", "3,,,0.4", "4,,,0.5"]
+
+
+@pytest.mark.parametrize("pure, fast", [("", True), ("1", False)])
+def test_the_sink_takes_the_c_loop_unless_told_pure_python(pure, fast):
+    env = {**os.environ, "TRAINVISOR_PURE_PYTHON": pure}
+    out = subprocess.run([sys.executable, "-c", "from trainvisor.sinks import phase_csv; print(phase_csv._FAST)"],
+                         env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out == f"{fast}\n"

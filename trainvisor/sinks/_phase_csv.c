@@ -1,4 +1,4 @@
-/* The per-phase CSV tables' per-metric loop in C: exactly PhaseCsvSink._write_py,
+/* The per-phase CSV tables' per-metric loop in C: exactly PhaseCsvSink._write,
  * _Table.add and _Table.emit (sinks/phase_csv.py), which tests/test_phase_csv_speedups.py
  * compares it with, byte for byte.
  *
@@ -29,7 +29,7 @@ typedef struct {
 typedef struct { PyObject *obj; int kind; } cell;  /* kind: 0 empty, 1 str(obj), 2 repr(obj) */
 
 typedef struct {
-    PyObject *sink, *by_phase, *mtype, *rtype, *num, *format_row;  /* by_phase owned, rest borrowed */
+    PyObject *sink, *by_phase, *mtype, *rtype, *num, *format_row;  /* sink borrowed, the rest owned */
     PyObject *last_phase, *last_net;  /* borrowed, valid while the batch lives */
     ptable *last;
     ptable t[MAX_TABLES];
@@ -80,6 +80,7 @@ static int table_load(ptable *t, PyObject *obj) {
 /* The rows C has written for this table, into its file. */
 static int table_flush(ptable *t) {
     if (!t->b.len) return 0;
+    if (!t->write) { PyErr_SetString(PyExc_RuntimeError, "rows held for a file that is not open"); return -1; }
     PyObject *text = PyUnicode_DecodeUTF8(t->b.buf, (Py_ssize_t)t->b.len, "strict");
     t->b.len = 0;
     PyObject *r = text ? PyObject_CallOneArg(t->write, text) : NULL;
