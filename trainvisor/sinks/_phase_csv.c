@@ -139,16 +139,18 @@ static ptable *find_table(pcsv *p, PyObject *phase, PyObject *net) {
     return t;
 }
 
+/* str(x) of an int that fits. */
+static int put_ll(sbuf *b, long long x) {
+    char tmp[32];
+    int n = 0;
+    if (x < 0) tmp[n++] = '-';
+    n += put_uint(tmp + n, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x);
+    return sb_put(b, tmp, (size_t)n) ? -1 : 0;
+}
+
 /* An integral float as str(int(v)). */
 static int put_integral(sbuf *b, double d) {
-    char tmp[32];
-    if (fabs(d) < 9e18) {
-        long long x = (long long)d;
-        int n = 0;
-        if (x < 0) tmp[n++] = '-';
-        n += put_uint(tmp + n, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x);
-        return sb_put(b, tmp, (size_t)n);
-    }
+    if (fabs(d) < 9e18) return put_ll(b, (long long)d);
     PyObject *i = PyLong_FromDouble(d), *s = i ? PyObject_Str(i) : NULL;
     Py_ssize_t n;
     const char *txt = s ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
@@ -176,13 +178,7 @@ static int put_cell(pcsv *p, sbuf *b, PyObject *v, int kind) {
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (x == -1 && PyErr_Occurred()) return -1;
-        if (!overflow) {
-            char tmp[32];
-            int n = 0;
-            if (x < 0) tmp[n++] = '-';
-            n += put_uint(tmp + n, x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x);
-            return sb_put(b, tmp, (size_t)n) ? -1 : 0;
-        }
+        if (!overflow) return put_ll(b, x);
     }
     if (PyFloat_CheckExact(v) && kind != 1) {
         double d = PyFloat_AS_DOUBLE(v);
