@@ -19,9 +19,10 @@ postfix) are left out: a row is a completed step or epoch. Values are written ex
 the float that was parsed, `nan`, `inf`), read back with `float()`.
 
 The per-metric loop (`write`, `_Table.add`, `_Table.emit`) runs in C when the sinks' extension
-is built (`_phase_csv.c`, ~10x less per metric: the sink runs inline on the pipeline thread);
-the Python loop below is the reference it matches byte for byte, and the fallback (extension
-missing, or TRAINVISOR_PURE_PYTHON=1). Widening, a file's opening and close stay Python's.
+is built (`_phase_csv.c`: 3-6x less per metric, bench/phase_csv_sink.py; the sink runs inline on
+the pipeline thread); the Python loop below is the reference it matches byte for byte, and the
+fallback (extension missing, or TRAINVISOR_PURE_PYTHON=1). Widening, a file's opening and close
+stay Python's.
 """
 from __future__ import annotations
 
