@@ -1,5 +1,5 @@
-/* What the two C files of the sinks' extension (_format.c, _pivot.c) share:
- * a growing text buffer, one CSV cell, and the pivot's entry point. */
+/* What the C files of the sinks' extension (_format.c, _pivot.c, _phase_csv.c) share:
+ * a growing text buffer, one CSV cell, and the entry points of the other two. */
 #ifndef TRAINVISOR_SINKS_FORMAT_H
 #define TRAINVISOR_SINKS_FORMAT_H
 
@@ -41,5 +41,7 @@ static inline int put_csv_cell(sbuf *b, PyObject *v) {
 
 /* csv_pivot(events, state, env): see _pivot.c */
 PyObject *csv_pivot(PyObject *self, PyObject *args);
+/* phase_csv_write(events, sink, env): see _phase_csv.c */
+PyObject *phase_csv_write(PyObject *self, PyObject *args);
 
 #endif /* TRAINVISOR_SINKS_FORMAT_H */

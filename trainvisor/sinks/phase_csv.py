@@ -17,14 +17,27 @@ name it already holds comes again (the same step logged twice: a restarted train
 is a row of its own, never an overwritten value). Running values (mid-epoch: a progress bar's
 postfix) are left out: a row is a completed step or epoch. Values are written exactly (repr:
 the float that was parsed, `nan`, `inf`), read back with `float()`.
+
+The per-metric loop (`write`, `_Table.add`, `_Table.emit`) runs in C when the sinks' extension
+is built (`_phase_csv.c`: 3-6x less per metric, bench/phase_csv_sink.py; the sink runs inline on
+the pipeline thread); the Python loop below is the reference it matches byte for byte, and the
+fallback (extension missing, or TRAINVISOR_PURE_PYTHON=1). Widening, a file's opening and close
+stay Python's.
 """
 from __future__ import annotations
 
 import csv
+import io
 import os
-from typing import IO, Any, Optional, Sequence
+from typing import IO, Any, Callable, NamedTuple, Optional, Sequence
 
 from ..events import Metric
+
+try:
+    from ._format import phase_csv_write as _c_write
+except ImportError:  # not built (no compiler at install): the Python loop
+    _c_write = None
+_FAST = not os.environ.get("TRAINVISOR_PURE_PYTHON")  # TRAINVISOR_PURE_PYTHON=1: the Python loop
 
 __all__ = ["PhaseCsvSink", "BASE_COLUMNS"]
 
@@ -84,14 +97,18 @@ class _Table:
             missing.insert(0, "rank")
         if missing or self.fh is None:
             self._widen(missing)
-            index = self.index
+        self.out.writerow(self.cells(row))
+
+    def cells(self, row: _Row) -> list[str]:
+        """The row's cells under the current header (every column of the row is in it)."""
+        index = self.index
         cells = [""] * len(self.columns)
         cells[0], cells[1], cells[2] = _num(row.key[0]), _num(row.key[1]), _num(row.seconds)
         if row.rank is not None:
             cells[index["rank"]] = str(row.rank)
         for name, value in row.values.items():
             cells[index[name]] = repr(value)
-        self.out.writerow(cells)
+        return cells
 
     def close(self) -> None:
         for row in sorted(self.open.values(), key=lambda r: -1 if r.rank is None else r.rank):
@@ -131,6 +148,27 @@ class _Table:
         self.out = csv.writer(self.fh, lineterminator="\n")
 
 
+def _quoted_row(table: _Table, row: _Row) -> str:
+    """The line csv.writer writes for the row: the C loop's way for a cell that needs quoting,
+    so the csv module's rule (which differs between Python versions) stays the only one."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(table.cells(row))
+    return out.getvalue()
+
+
+class _CsvEnv(NamedTuple):
+    """What the C loop takes from this module; it reads the sink's tables and rows by name
+    (`_by_phase`, `_table`; a _Table's open, index, columns, fh, emit; a _Row's slots)."""
+
+    metric: type
+    row: type
+    num: Callable[[Optional[float]], str]
+    format_row: Callable[[_Table, _Row], str]
+
+
+_CSV_ENV = _CsvEnv(Metric, _Row, _num, _quoted_row)
+
+
 class PhaseCsvSink:
     """Writes the Metrics it is given into DIR/PHASE.csv (see the module's docstring); other
     events are skipped. The files are started afresh (a run's tables, not an append log)."""
@@ -148,6 +186,13 @@ class PhaseCsvSink:
         return tuple(t.path for t in self._tables.values())
 
     def write(self, events: Sequence[object]) -> None:
+        if _FAST and _c_write is not None:
+            _c_write(events, self, _CSV_ENV)
+        else:
+            self._write(events)
+
+    def _write(self, events: Sequence[object]) -> None:
+        """The reference loop: _phase_csv.c implements exactly this (and _Table.add, emit)."""
         tables = self._by_phase
         for m in events:
             if type(m) is not Metric or m.running:
