@@ -83,14 +83,18 @@ def drivers():
         d.cleanup()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
+def wait_for(predicate: Callable[[], object], timeout: float, what: str,
+             detail: Optional[Callable[[], str]] = None) -> object:
+    """The predicate's first true value within `timeout`; else an AssertionError naming `what`
+    (and `detail()`, the state that a timeout should show, taken at that moment)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                                 + (f": {detail()}" if detail is not None else ""))
         time.sleep(0.02)
 
 
@@ -150,7 +154,13 @@ def test_fifty_orphans_are_reaped_while_the_child_runs(drivers, as_pid1):
     def orphans() -> list[psutil.Process]:  # not the child, nor trainvisor's death watcher
         return [p for p in children_of(supervisor) if p.pid != child.pid and not is_death_watcher(p)]
 
-    wait_for(lambda: all(status(p) in ("zombie", "gone") for p in orphans()), 5, "every orphan to exit")
+    def left() -> str:  # what a timeout names: each process still there, as this test sees it
+        return ", ".join(f"{p.pid} {status(p)} {cmdline(p)[:60]!r}" for p in orphans()
+                         if status(p) not in ("zombie", "gone"))
+
+    # They sleep at most 0.6 s; the bound leaves a loaded 2-core CI its slack (a timeout names them)
+    wait_for(lambda: all(status(p) in ("zombie", "gone") for p in orphans()), 15,
+             "every orphan to exit", detail=left)
     wait_for(lambda: not orphans(), 1.0, "no orphan left <defunct>: " + repr([p.pid for p in orphans()]))
     assert status(child) not in ("zombie", "gone")  # the run goes on
     os.kill(supervisor, signal.SIGTERM)
