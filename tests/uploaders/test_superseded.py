@@ -294,3 +294,39 @@ def test_a_set_whose_value_is_not_known_yet_is_never_skipped(tmp_path):
     ended, _tests, _ = _caffe_values()
     decided = _held_run(tmp_path, "ended", ended, snapshots)
     assert len(decided.get(SKIPPED, ())) >= 5 and snapshots[-1] in decided[VERIFIED]
+
+
+class RefusingStore(GatedStore):
+    """The gated file:// store, refusing (for good) every upload of one step's files."""
+
+    def __init__(self, root: str, refused: str) -> None:
+        super().__init__(root)
+        self.refused = refused
+
+    def upload(self, local_path, key, *, progress=None):
+        if self.refused in key:
+            from trainvisor.uploaders.base import UploadError
+
+            raise UploadError(f"upload of {key}: refused by the test's store", retryable=False)
+        return super().upload(local_path, key, progress=progress)
+
+
+def test_a_skipped_set_stays_on_disk_while_a_newer_one_it_was_skipped_for_has_failed(tmp_path):
+    """--keep-last 2 --delete-after-upload: step 2 is skipped for steps 3 and 4 (handed over
+    while step 1 uploads); step 3 then fails for good, step 4 is verified. Step 2 is in no store,
+    and the policy over what is verified (1, 4, and it) keeps it: its files stay. Deleting them
+    because a newer set (4) was verified would lose a checkpoint that has no verified copy."""
+    store = RefusingStore(str(tmp_path / "store"), "model_step_3")
+    folder = tmp_path / "ckpt"
+    with UploadManager(store, run_dir=str(tmp_path / "run"), run_id="r1", concurrency=1,
+                       retention=RetentionPolicy.of(2, None, None), delete_after_upload=True) as m:
+        futures = [m.submit(_snapshot(folder, 1))]
+        assert store.started.wait(30)
+        futures += [m.submit(_snapshot(folder, step)) for step in (2, 3, 4)]
+        store.go.set()
+        m.drain(60)
+        m.prune(wait=5)
+    assert _outcomes(futures) == {VERIFIED: {1, 4}, SKIPPED: {2}, "failed": {3}}
+    assert (folder / "model_step_2.pt").exists()  # skipped, never stored: kept while the policy keeps it
+    assert (folder / "model_step_3.pt").exists()  # failed: kept for a later upload
+    assert (folder / "model_step_4.pt").exists()  # the newest verified: the one to resume from

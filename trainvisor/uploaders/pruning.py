@@ -88,7 +88,7 @@ class Pruner:
             for s in sets:
                 if s.set_key != newest.set_key and s.set_key not in chosen:
                     self._unlink_local(s.set_key, checkpoints[s.set_key])
-            self._unlink_skipped(newest.order)
+            self._unlink_skipped(sets)
         return done
 
     def _candidates(self) -> tuple[list[RetainedSet], dict[str, Checkpoint]]:
@@ -191,14 +191,20 @@ class Pruner:
                 os.unlink(f.path)
         self._local_done.add(set_key)
 
-    def _unlink_skipped(self, newest: tuple) -> None:
+    def _unlink_skipped(self, verified: Sequence[RetainedSet]) -> None:
         """--delete-after-upload: a set skipped before its upload (superseded.py: retention would
         have deleted it at once) leaves the disk as it would have after its upload and deletion:
-        once a newer set is verified; each file only in the version that was skipped."""
+        once the policy, applied to it among the sets *verified* (not merely queued: one of those
+        may yet fail, and then this set is one the policy keeps), deletes it; each file only in
+        the version that was skipped."""
         for set_key, cp in self._journal.all_set_files():
             if set_key in self._local_done or self._journal.set_state(set_key) != SKIPPED:
                 continue
-            if (cp.iteration is None and cp.epoch is None) or _order(cp, 0.0)[:4] >= newest[:4]:
+            if cp.iteration is None and cp.epoch is None:
+                continue
+            mine = RetainedSet(set_key, cp.name, _order(cp, 0.0), (), self._value_of(cp))
+            others = [s for s in verified if s.set_key != set_key]
+            if not any(v.set_key == set_key for v in select_deletions([mine, *others], self.policy)):
                 continue
             for f in cp.files:
                 entry = self._journal.get(self._key_for(f.relpath))
