@@ -61,6 +61,8 @@ class QueuedSet:
     nfiles: int
     why: str = SUPERSEDED
     """Why it is skipped (the log line's reason)."""
+    handed: Optional[tuple[str, Checkpoint]] = None
+    """Its set key and checkpoint, what retention ranks (None: not given, never judged by it)."""
 
 
 class SupersededSets:
@@ -74,7 +76,6 @@ class SupersededSets:
         self._tickets = 0
         self._newest: tuple[Step, int] = (None, 0)  # the newest set ever submitted: its step, its ticket
         self._live: dict[int, QueuedSet] = {}
-        self._handed: dict[int, tuple[str, Checkpoint]] = {}  # what retention ranks: set key, checkpoint
 
     def submitted(self, keys: Collection[str], nbytes: int, nfiles: int, step: Step = None, *,
                   checkpoint: Optional[Checkpoint] = None, set_key: str = "") -> int:
@@ -84,9 +85,8 @@ class SupersededSets:
             self._tickets += 1
             if _newer(step, self._tickets, *self._newest):
                 self._newest = (step, self._tickets)
-            self._live[self._tickets] = QueuedSet(frozenset(keys), nbytes, nfiles)
-            if checkpoint is not None:
-                self._handed[self._tickets] = (set_key, checkpoint)
+            handed = (set_key, checkpoint) if checkpoint is not None else None
+            self._live[self._tickets] = QueuedSet(frozenset(keys), nbytes, nfiles, handed=handed)
             return self._tickets
 
     def starting(self, ticket: int) -> Optional[QueuedSet]:
@@ -97,14 +97,12 @@ class SupersededSets:
             mine = self._live.get(ticket)
             if mine is None or ticket == self._newest[1] or not (self.enabled or self._retention):
                 return None
-            handed = self._handed.get(ticket)
-            queued = [(k, cp, t) for t, (k, cp) in self._handed.items() if t != ticket]
-        why = SUPERSEDED if self.enabled else self._retention_says(ticket, handed, queued)
+            queued = [(*s.handed, t) for t, s in self._live.items() if t != ticket and s.handed is not None]
+        why = SUPERSEDED if self.enabled else self._retention_says(ticket, mine.handed, queued)
         if why is None:
             return None
         with self._lock:
-            del self._live[ticket]
-            self._handed.pop(ticket, None)  # skipped: handed over no longer
+            del self._live[ticket]  # skipped: handed over no longer
             shared = set().union(*(s.keys for s in self._live.values()))
             return QueuedSet(mine.keys - shared, mine.nbytes, mine.nfiles, why)
 
@@ -123,4 +121,3 @@ class SupersededSets:
         """The set's upload ended (or it was skipped, or cancelled): it no longer holds its keys."""
         with self._lock:
             self._live.pop(ticket, None)
-            self._handed.pop(ticket, None)
