@@ -49,5 +49,7 @@ setup(
         # The death watcher: a forked process that sends the child one signal when trainvisor dies
         # (supervisor/deathwatch.py); without it the child keeps PR_SET_PDEATHSIG.
         Extension("trainvisor._native._deathwatch", ["trainvisor/_native/_deathwatch.c"], optional=True),
+        # prctl (child subreaper, parent-death signal) and sigaction without ctypes (supervisor/).
+        Extension("trainvisor._native._proc", ["trainvisor/_native/_proc.c"], optional=True),
     ]
 )

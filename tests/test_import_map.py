@@ -133,6 +133,8 @@ NOT_IN_A_PLAIN_RUN = (
     "trainvisor.run.follow", "trainvisor.parsers.metricfiles",  # no --follow
     "trainvisor.supervisor.leftovers",  # a new run directory: no earlier attempt's processes to end
     "trainvisor.stoprules", "trainvisor.timeline",  # no stop rules, no callbacks
+    "ctypes",  # prctl and sigaction through _native/_proc.c
+    "trainvisor.cli.config_cmd",  # `config show`'s click options
 )
 _LOADED = ("import atexit, runpy, sys\n"
            "out, sys.argv = sys.argv[1], ['trainvisor'] + sys.argv[2:]\n"

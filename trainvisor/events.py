@@ -7,8 +7,10 @@ rarer events are frozen dataclasses.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterator, NamedTuple, Optional, Union
+
+from ._frozen import frozen
 
 __all__ = [
     "LineBlock",
@@ -141,7 +143,7 @@ class Metric(NamedTuple):
         return self._replace(wall_time=0.0, stream="")
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckpointEvent:
     """The training announced (or wrote) a checkpoint file.
 
@@ -171,7 +173,7 @@ class CheckpointEvent:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Notice:
     """Something the reader of a run must be told, once: the output lacks what a parser
     expected (a Rich bar that printed only its last epoch's values), so fewer records than the
@@ -217,7 +219,7 @@ def with_stream(events: list[Event], stream: str) -> list[Event]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckpointFile:
     """One file of a checkpoint: `path` is absolute, `relpath` is relative to the
     watched root and becomes the tail of the object key."""
@@ -226,7 +228,7 @@ class CheckpointFile:
     relpath: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Checkpoint:
     """A complete checkpoint, ready to upload as one set.
 

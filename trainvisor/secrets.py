@@ -14,6 +14,7 @@ runs on every warning line (never on the data path: the training's own bytes pas
 they are)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -34,10 +35,18 @@ MIN_REMEMBERED = 8
 # The user part stops at `/` or `:`; the password runs to the next `@` and may hold a `/` (AWS
 # secret keys do), but no space or quote: a URL quoted in a message ends there. The scheme may be
 # missing: a URL cut at its first `:` (`module:attribute`) is quoted as `//user:pw@host`.
-_URL_PASSWORD = re.compile(r"((?:[a-z][a-z0-9+.-]*:)?//[^\s/@:'\"<>]*):[^\s@'\"<>]*@", re.IGNORECASE)
-_SECRET_PARAMETER = re.compile(
-    r"([?&;][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|credential|auth)[\w.-]*=)[^&;#\s'\"<>]+",
-    re.IGNORECASE)
+_URL_PASSWORD = r"((?:[a-z][a-z0-9+.-]*:)?//[^\s/@:'\"<>]*):[^\s@'\"<>]*@"
+_SECRET_PARAMETER = (
+    r"([?&;][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|credential|auth)[\w.-]*=)[^&;#\s'\"<>]+")
+
+
+@functools.lru_cache(maxsize=None)
+def _pattern(source: str) -> "re.Pattern[str]":
+    """Compiled when a text first passes its substring test: most runs log no URL and no `=`, and
+    the two patterns cost ~1 ms of a start to compile (bench/startup.py)."""
+    return re.compile(source, re.IGNORECASE)
+
+
 _remembered: set[str] = set()
 _lock = threading.Lock()
 
@@ -46,9 +55,9 @@ def mask_url(text: str) -> str:
     """Every URL in `text` with its password and its secret-named query values masked:
     `s3://AKIA:secret@bucket/p?token=t` -> `s3://AKIA:***@bucket/p?token=***`; the rest unchanged."""
     if "@" in text and "//" in text:
-        text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
+        text = _pattern(_URL_PASSWORD).sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     if "=" in text:
-        text = _SECRET_PARAMETER.sub(lambda m: m.group(1) + MASK, text)
+        text = _pattern(_SECRET_PARAMETER).sub(lambda m: m.group(1) + MASK, text)
     return text
 
 

@@ -27,7 +27,7 @@ log = logging.getLogger("trainvisor")
 COMMANDS = {
     "run": ("run_cmd", "run", "Run COMMAND under supervision: trainvisor run [OPTIONS] -- CMD [ARGS...]."),
     "resume": ("run_cmd", "resume", "Finish the uploads a killed run left in RUN_DIR."),
-    "config": ("run_cmd", "config_group", "Show the effective configuration."),
+    "config": ("config_cmd", "config_group", "Show the effective configuration."),
     "replay": ("log_cmds", "replay", "Parse a saved LOG through the same pipeline as a live run."),
     "parse": ("log_cmds", "parse", "Parse a saved LOG into tables (--csv) or a metric stream (--jsonl)."),
     "parsers": ("log_cmds", "parsers_command", "List the available parsers."),

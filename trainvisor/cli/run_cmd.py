@@ -1,5 +1,6 @@
-"""`trainvisor run` and `trainvisor config show`: flags and a config file in, a `RunConfig` out;
-`run` hands it to the library and prints the summary, `config show` prints it."""
+"""`trainvisor run` (and `resume`): flags and a config file in, a `RunConfig` out, handed to the
+library; the summary printed. `trainvisor config show` (config_cmd.py) reads the same flags
+through `effective_config`."""
 from __future__ import annotations
 
 import sys
@@ -12,7 +13,7 @@ from ..config.files import load_layers
 from .flags import RUN_FLAGS, config_option, overrides, with_flags
 from .sink_flags import apply_sink_shortcuts, with_sink_shortcuts
 
-__all__ = ["run", "resume", "config_group", "effective_config"]
+__all__ = ["run", "resume", "effective_config"]
 
 # An unknown option before the command is an error (click's own, exit 2), never taken as the
 # command; everything after the first positional argument (or `--`) belongs to the command.
@@ -52,27 +53,6 @@ def run(config_path: Optional[str], flag_values: dict[str, Any], shortcut_values
 
         click.echo(format_summary(summary), err=True)
     sys.exit(summary.exit_code)
-
-
-@click.group("config")
-def config_group() -> None:
-    """Show the effective configuration."""
-
-
-@config_group.command("show", context_settings=_COMMAND_SETTINGS)
-@config_option
-@click.option("--format", "fmt", type=click.Choice(["yaml", "toml"]), default="yaml", show_default=True,
-              help="Output format; either is read back by --config.")
-@with_flags(RUN_FLAGS)
-@with_sink_shortcuts
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def show(config_path: Optional[str], fmt: str, flag_values: dict[str, Any], shortcut_values: dict,
-         command: tuple[str, ...]) -> None:
-    """Print the configuration `trainvisor run` would use with these options (secrets masked)."""
-    from ..config.dump import dump
-
-    config = effective_config(click.get_current_context(), config_path, flag_values, command, shortcut_values)
-    click.echo(dump(config, fmt), nl=False)
 
 
 @click.command("resume")

@@ -10,12 +10,15 @@ wiring change in the CLI.
 Every optional value defaults to None, so a file that leaves a key out means the same as one
 that writes it (TOML has no null).
 """
-from __future__ import annotations
-
-from dataclasses import dataclass, field, fields, replace
+# No `from __future__ import annotations` here: evaluated once when the classes are made, the
+# annotations are real types, which dataclasses reads without string matching and
+# `typing.get_type_hints` (every section is checked when built) returns without an eval:
+# ~1 ms less of every start (bench/startup.py).
+from dataclasses import field, fields, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Optional, Union
 
+from .._frozen import frozen
 from .. import defaults  # the values; these fields are where they are documented and checked
 from .convert import Section, from_dict, to_dict
 from .files import load_file, load_layers
@@ -46,7 +49,7 @@ DEFAULT_MAX_LINE_BYTES = defaults.MAX_LINE_BYTES
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessConfig(Section):
     """How the training command is started and stopped."""
 
@@ -79,7 +82,7 @@ class ProcessConfig(Section):
                                                "of a checkpoint written on the way out to stop changing.")
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsingConfig(Section):
     """Which parser reads the output, and how."""
 
@@ -98,7 +101,7 @@ class ParsingConfig(Section):
                               "metrics are reported: a rank (0), ranks (0,3) or all; each record says its rank.")
 
 
-@dataclass(frozen=True)
+@frozen
 class SinksConfig(Section):
     """Where parsed events go: the run's JSONL file, and the registered sinks named in `use`
     (`--sink NAME`), each made with its `options` table; a sink that is not cheap runs on its
@@ -130,7 +133,7 @@ class SinksConfig(Section):
         return replace(self, use=use, options={**self.options, name: merged})
 
 
-@dataclass(frozen=True)
+@frozen
 class WatchConfig(Section):
     """Which directories are watched for checkpoints, and when a file counts as complete."""
 
@@ -154,7 +157,7 @@ class WatchConfig(Section):
                                            "header, trainer_state.json; each record's stream is file:PATH.")
 
 
-@dataclass(frozen=True)
+@frozen
 class UploadConfig(Section):
     """Where complete checkpoints are copied, and how long the run waits for that at exit."""
 
@@ -199,7 +202,7 @@ class UploadConfig(Section):
         return (self.to,) if isinstance(self.to, str) else tuple(self.to)
 
 
-@dataclass(frozen=True)
+@frozen
 class HealthConfig(Section):
     """`GET /healthz` for a container's probes (run/health.py): off unless a port is given."""
 
@@ -213,7 +216,7 @@ class HealthConfig(Section):
                                                    "the first: since the start); not checked when not given.")
 
 
-@dataclass(frozen=True)
+@frozen
 class LoggingConfig(Section):
     """trainvisor's own messages and the end-of-run summary."""
 
@@ -223,7 +226,7 @@ class LoggingConfig(Section):
     summary: Optional[bool] = setting(None, help="Print a summary at the end (default: when stderr is a terminal).")
 
 
-@dataclass(frozen=True)
+@frozen
 class RunDirConfig(Section):
     """The run's identity and directory."""
 
@@ -244,7 +247,7 @@ class RunDirConfig(Section):
                                              "only local rank 0 uploads checkpoints, so a node uploads each set once.")
 
 
-@dataclass(frozen=True)
+@frozen
 class StopConfig(Section):
     """When trainvisor stops the training itself: stop rules (`loss is nan`, `val/accuracy no
     improvement in 5 evals`, `no metric for 30 min`; the README has the grammar), checked when
@@ -257,7 +260,7 @@ class StopConfig(Section):
                                          "process.stop_grace) and the run exits 4, naming the rule, line and value.")
 
 
-@dataclass(frozen=True)
+@frozen
 class CallbacksConfig(Section):
     """Callbacks of the training's timeline (train_begin, batch_end, epoch_end, test_end,
     checkpoint, train_end), on their own thread: `use` names them as module:Class, each made
@@ -277,7 +280,7 @@ class CallbacksConfig(Section):
                                         "busy then is abandoned.")
 
 
-@dataclass(frozen=True)
+@frozen
 class RestartConfig(Section):
     """A training that crashed started again into the same run (never one stopped by a rule, a
     caller or a signal), after a back-off, resumed from the newest complete checkpoint: the local
@@ -301,7 +304,7 @@ class RestartConfig(Section):
                    "the first attempt resumes from (a fresh machine), downloaded and verified into the run directory.")
 
 
-@dataclass(frozen=True)
+@frozen
 class RunConfig(Section):
     """One run. `RunConfig()` has today's CLI defaults; `RunConfig.from_file(path)` reads YAML or
     TOML; `RunConfig.from_dict(d)` takes the same shape as a dict. Values are checked where the

@@ -10,7 +10,9 @@ import os
 import socket
 import stat
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+
+from .._frozen import frozen
 
 __all__ = ["LogTarget", "read_target", "write_target", "bind_listener", "connectable", "same_user",
            "MAX_SOCKET_PATH"]
@@ -20,7 +22,7 @@ MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 _TARGET_NAME = "log.target"
 
 
-@dataclass(frozen=True)
+@frozen
 class LogTarget:
     """What any handler of a file needs to become its writer; travels with pickled handlers.
     `path` is the real path, so two spellings of one file elect one writer."""

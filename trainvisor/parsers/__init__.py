@@ -7,9 +7,9 @@ public view only: a frozen `ParserInfo` per parser (`parser_infos`,
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from .._frozen import frozen
 from ..errors import ParserError
 from .base import LineParser, Parser, ParserOptions
 
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@frozen
 class ParserInfo:
     """What a registered parser declares about itself.
 

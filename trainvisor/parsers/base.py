@@ -11,15 +11,16 @@ that scans a whole block treats ``\\r`` as the start of a state, never as a new 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
+from .._frozen import frozen
 from ..events import Event, LineBlock
 
 __all__ = ["Parser", "LineParser", "ParserOptions"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ParserOptions:
     """What a parser may need to know about the run it parses.
 

@@ -8,10 +8,11 @@ import dataclasses
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
+from .._frozen import frozen
 from ..stream.engine import StreamEngine
 from ..stream.lines import DEFAULT_MAX_LINE
 from ..stream.pipeline import LineHook, Pipeline, PipelineStats
@@ -36,7 +37,7 @@ DEFAULT_PARSE_BACKLOG = 256 * 1024 * 1024
 PARSE_AFTER_EXIT = 1.2
 
 
-@dataclass(frozen=True)
+@frozen
 class RunResult:
     """One supervised child: how it ended (`process`, whose fields read through: `result.exit_code`,
     `result.returncode`, `result.signal` ...) and what was parsed (`stats`, `faults` per component)."""

@@ -2,9 +2,9 @@
 callers and tests read its fields)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Optional
 
+from .._frozen import frozen
 from ..events import Metric, Notice
 from ..secrets import mask_url
 
@@ -20,7 +20,7 @@ __all__ = ["RunSummary", "FaultCount", "UploadTotals", "EXIT_STOPPED"]
 EXIT_STOPPED = 4
 
 
-@dataclass(frozen=True)
+@frozen
 class FaultCount:
     """How often one component (a hook, a sink, the parser, the watcher) failed; each failure was
     contained and logged, none reached the training."""
@@ -29,7 +29,7 @@ class FaultCount:
     count: int
 
 
-@dataclass(frozen=True)
+@frozen
 class UploadTotals:
     """The uploads of one destination at exit, as the upload journal states them: checkpoint sets
     and object keys verified, pending (resumed by the next start on this run directory), failed
@@ -72,7 +72,7 @@ class UploadTotals:
         return not self.pending and not self.failed
 
 
-@dataclass(frozen=True)
+@frozen
 class RunSummary:
     """One finished run. `exit_code` is what `trainvisor run` exits with: the child's code, or
     128+N when it died of signal N, or EXIT_STOPPED (4) when the run asked it to stop

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from .._frozen import frozen
 from ..events import Metric
 
 __all__ = ["MetricRow", "LastBest", "goal_of", "GOAL_MIN", "GOAL_MAX"]
@@ -57,7 +57,7 @@ def goal_of(name: str) -> Optional[str]:
     return GOAL_MIN if lower else GOAL_MAX
 
 
-@dataclass(frozen=True)
+@frozen
 class MetricRow:
     """One line of the table: a metric of one phase (and Caffe test net). `step` is the record's
     iteration, else its epoch, else None; `best`/`best_step` are None when the metric has no goal.

@@ -2,13 +2,14 @@
 by the run (`run.live.RunResult` wraps a `ProcessResult`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple, Optional
+
+from .._frozen import frozen
 
 __all__ = ["ProcessResult", "StopRequest"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessResult:
     """How the child ended, and what it took: the process's side of a run."""
 

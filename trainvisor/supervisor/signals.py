@@ -51,7 +51,6 @@ Its signal mask starts empty of the fault signals trainvisor blocks.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import threading
@@ -104,11 +103,44 @@ def death_signal_for(choice: str) -> Optional[int]:
                           f"not {choice!r}") from None
 
 
-def _libc() -> Optional[ctypes.CDLL]:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
+class _Kernel:
+    """The two calls the child setup makes where Python has none: the C extension's
+    (_native/_proc.c), else libc's through ctypes, loaded only then (~4 ms of a start)."""
+
+    def __init__(self) -> None:
+        from .process import native_proc
+
+        self._proc, self._libc = native_proc(), None
+        if self._proc is None:
+            try:
+                import ctypes
+
+                self._libc = ctypes.CDLL(None, use_errno=True)
+            except OSError:
+                pass
+
+    @property
+    def usable(self) -> bool:
+        return self._proc is not None or self._libc is not None
+
+    def default_signal(self, sig: int) -> None:
+        """A refusal is ignored, as libc's return value always was: the child starts regardless."""
+        try:
+            if self._proc is not None:
+                self._proc.default_signal(sig)
+            elif self._libc is not None:
+                self._libc.signal(sig, 0)  # 0 is SIG_DFL
+        except OSError:
+            pass
+
+    def set_parent_death_signal(self, sig: int) -> None:
+        try:
+            if self._proc is not None:
+                self._proc.set_parent_death_signal(sig)
+            elif self._libc is not None:
+                self._libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        except OSError:
+            pass
 
 
 def child_setup(death_signal: Optional[int], watch: Optional["DeathWatch"] = None) -> Callable[[], None]:
@@ -123,22 +155,21 @@ def child_setup(death_signal: Optional[int], watch: Optional["DeathWatch"] = Non
     fork and the prctl, no signal would ever come: getppid() tells.
     """
     parent = os.getpid()
-    libc = _libc()
+    kernel = _Kernel()
 
     def setup() -> None:
         unblock_in_child()
         for sig in DEFAULT_IN_CHILD:
             try:
                 signal.signal(sig, signal.SIG_DFL)
-            except ValueError:  # not Python's main thread in this fork: ask libc
-                if libc is not None:
-                    libc.signal(int(sig), 0)  # 0 is SIG_DFL
+            except ValueError:  # not Python's main thread in this fork: ask the kernel
+                kernel.default_signal(int(sig))
         if watch is not None:
             watch.announce()
             return
-        if death_signal is None or libc is None:
+        if death_signal is None or not kernel.usable:
             return
-        libc.prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
+        kernel.set_parent_death_signal(int(death_signal))
         if os.getppid() != parent:
             os.kill(os.getpid(), death_signal)
 
