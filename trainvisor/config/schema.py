@@ -122,6 +122,10 @@ class SinksConfig(Section):
     close_timeout: float = setting(defaults.SINK_CLOSE_TIMEOUT, check=finite_non_negative,
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")
+    host: str = setting("auto", check=one_of("auto", "on", "off"),
+                        help="Run the sinks that only report (tensorboard, mlflow, webhook, csv, caffe-csv) in a "
+                             "process of their own fed from the metrics file: auto (when one is named and the C "
+                             "formatter is built), on, off (in the run's process).")
 
     def with_sink(self, name: str, options: Mapping[str, Any]) -> "SinksConfig":
         """This section with sink `name` in `use` (added once) and `options` set over its own."""
