@@ -75,7 +75,7 @@ class SinkHost:
             length = os.path.getsize(self.start.path)
         except OSError:
             length = self.start.offset
-        self._send(end_line(length))
+        self._send(end_line(length, self.deadline.remaining()))
         self._close_stdin()
         if not self._reported.wait(self.deadline.remaining()):
             self._give_up()

@@ -30,6 +30,7 @@ log = logging.getLogger("trainvisor.sinks")
 NICE = 10  # below the training and the run: the host catches up when they leave it a core
 POLL = 0.2  # seconds between looks at the file when it has nothing new
 FLUSH = 1.0  # the sinks flushed at least this often, as the run's pipeline flushes its own
+CLOSE_SHARE = 0.7  # of the time the run still waits at the end, the part for writing; the rest closes
 
 
 class _Controls:
@@ -39,6 +40,7 @@ class _Controls:
     def __init__(self, stdin) -> None:
         self.outcome: Optional[tuple[int, bool]] = None
         self.end: Optional[int] = None
+        self.stop_at: Optional[float] = None  # monotonic time: stop writing, count the rest as dropped
         self.eof = False
         self.changed = threading.Event()
         threading.Thread(target=self._read, args=(stdin,), name="sinkhost-stdin", daemon=True).start()
@@ -49,6 +51,8 @@ class _Controls:
             if c.outcome is not None:
                 self.outcome = c.outcome
             if c.end is not None:
+                if c.within is not None:
+                    self.stop_at = time.monotonic() + c.within * CLOSE_SHARE
                 self.end = c.end
                 self.changed.set()
         self.eof = True
@@ -69,11 +73,11 @@ def main() -> int:
     except (ValueError, TypeError) as exc:
         log.error("sink host: a bad start line: %s", exc)
         return 2
+    controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
     sinks = _make(start)
-    controls = _Controls(stdin)
     follower = JsonlFollower(start.path, start.offset)
     faults = FaultCounter(log)
-    _pump(follower, sinks, controls, faults)
+    left = _pump(follower, sinks, controls, faults)
     if controls.outcome is not None:
         _tell(sinks, controls.outcome, faults)
     for s in sinks:
@@ -81,7 +85,7 @@ def main() -> int:
         _each(s, "close", faults)
     follower.close()
     out = sys.stdout.buffer
-    out.write(counts_line([_counts(s) for s in sinks]))
+    out.write(counts_line([_counts(s, left) for s in sinks]))
     out.flush()
     return 0
 
@@ -128,11 +132,17 @@ def _config(shown):
         return None
 
 
-def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, faults: FaultCounter) -> None:
-    """Write every record up to the final length (or, stdin gone, up to what the file holds)."""
+def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, faults: FaultCounter) -> Optional[int]:
+    """Write every record up to the final length (or, stdin gone, up to what the file holds).
+    None when all were written; else the records left unwritten when the run's wait ran out."""
     last_flush = time.monotonic()
     while True:
         end, gone = controls.end, controls.eof
+        if controls.stop_at is not None and time.monotonic() >= controls.stop_at and end is not None:
+            left = follower.lines_left(end)
+            if left:
+                log.warning("sink host: the run's close timeout is near: %d record(s) left unwritten", left)
+                return left
         if end is None and gone:
             end = follower.size()  # the run died: what it wrote is all there will be
         before = follower.offset
@@ -143,7 +153,7 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, faults: Fau
         elif follower.offset != before:  # lines that are no sink's records (notices)
             continue
         elif end is not None:  # nothing left up to the end (or the file is shorter: cut by hand)
-            return
+            return None
         else:
             controls.changed.wait(POLL)
             controls.changed.clear()
@@ -171,16 +181,19 @@ def _tell(sinks: list, outcome: tuple[int, bool], faults: FaultCounter) -> None:
                 faults.record("sink " + s.name + " set_outcome", exc)
 
 
-def _counts(s: CountingSink) -> SinkCounts:
+def _counts(s: CountingSink, left: Optional[int]) -> SinkCounts:
     """Its counts as the run's threaded sinks give them: a sink's own queue (`delivery()`)
-    replaces its written and adds its losses."""
+    replaces its written and adds its losses; the records left unwritten at the end, dropped
+    (abandoned, as a threaded sink still busy at the run's close timeout)."""
     c = s.counts()
+    if left:
+        c = SinkCounts(c.name, c.written, left, c.failed, abandoned=True, cpu_seconds=c.cpu_seconds)
     own = getattr(s.sink, "delivery", None)
     inner = own() if callable(own) else None
     if inner is None:
         return c
     return SinkCounts(c.name, inner.written, c.dropped + inner.dropped, c.failed + inner.failed,
-                      cpu_seconds=c.cpu_seconds)
+                      abandoned=c.abandoned, cpu_seconds=c.cpu_seconds)
 
 
 class _Broken:

@@ -2,7 +2,8 @@
 
 On the host's stdin: the start (`HostStart`, one line), then control lines: `{"outcome": [exit
 code, stopped]}` (how the training ended, for MLflow's status) and `{"end": N}` (the run has
-closed metrics.jsonl at N bytes: read to there, close the sinks, report). On its stdout: one line
+closed metrics.jsonl at N bytes: read to there, close the sinks, report; `"within": S`, the
+seconds the run still waits: what is not written by then is counted as dropped). On its stdout: one line
 `{"counts": [...]}`, each hosted sink's `SinkCounts`. Kept apart from the loop so both sides read
 and write the same shape, and a test can read it."""
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Control:
 
     outcome: Optional[tuple[int, bool]] = None
     end: Optional[int] = None
+    within: Optional[float] = None
 
 
 def start_line(start: HostStart) -> bytes:
@@ -61,8 +63,8 @@ def outcome_line(exit_code: int, stopped: bool) -> bytes:
     return (json.dumps({"outcome": [int(exit_code), bool(stopped)]}) + "\n").encode()
 
 
-def end_line(length: int) -> bytes:
-    return (json.dumps({"end": int(length)}) + "\n").encode()
+def end_line(length: int, within: float) -> bytes:
+    return (json.dumps({"end": int(length), "within": float(within)}) + "\n").encode()
 
 
 def read_control(line: bytes) -> Control:
@@ -73,9 +75,10 @@ def read_control(line: bytes) -> Control:
     if not isinstance(d, dict):
         return Control()
     outcome = d.get("outcome")
-    end = d.get("end")
+    end, within = d.get("end"), d.get("within")
     return Control(outcome=(int(outcome[0]), bool(outcome[1])) if isinstance(outcome, list) else None,
-                   end=int(end) if isinstance(end, int) else None)
+                   end=int(end) if isinstance(end, int) else None,
+                   within=float(within) if isinstance(within, (int, float)) else None)
 
 
 def counts_line(counts: Sequence[SinkCounts]) -> bytes:
