@@ -77,7 +77,7 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
             for name in cfg.options:
                 if name not in cfg.use:
                     raise ConfigError(f"sinks.options.{name}: no sink {name!r} in sinks.use (--sink {name})")
-            hosted = _hosted_names(cfg) if host and context is not None else ()
+            hosted = _hosted_names(cfg, jsonl) if host and context is not None else ()
             for name in cfg.use:
                 info, sink = make_sink(name, cfg.options.get(name, {}), context)
                 if name in hosted:
@@ -104,10 +104,11 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
     return sinks
 
 
-def _hosted_names(cfg: SinksConfig) -> tuple[str, ...]:
+def _hosted_names(cfg: SinksConfig, jsonl: object) -> tuple[str, ...]:
+    """The sinks the host runs: none unless the run's JSONL is a regular file it can follow."""
     from ..sinks.host import hosted_names
 
-    return hosted_names(cfg)
+    return hosted_names(cfg) if os.path.isfile(getattr(jsonl, "path", "")) else ()
 
 
 def _hosted_view(name: str) -> object:

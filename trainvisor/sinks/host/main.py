@@ -71,7 +71,7 @@ def main() -> int:
     try:
         start = read_start(first)
     except (ValueError, TypeError) as exc:
-        log.error("sink host: a bad start line: %s", exc)
+        log.error("a bad start line: %s", exc)
         return 2
     controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
     sinks = _make(start)
@@ -118,18 +118,21 @@ def _make(start: HostStart) -> list:
 
 
 def _config(shown):
-    """The run's configuration rebuilt from what the run showed (secrets masked), so a factory
-    reads `context.config` as in the run; None when it does not read back."""
-    if shown is None:
-        return None
-    try:
-        from ...config import RunConfig
-        from ...config.convert import from_dict
+    """The run's configuration as the run showed it (secrets masked), read as a factory reads a
+    RunConfig (`context.config.upload.credentials`); None for a replay's (none)."""
+    return ShownConfig(shown) if isinstance(shown, dict) else None
 
-        return from_dict(RunConfig, shown)
-    except Exception as exc:
-        log.warning("sink host: the run's configuration does not read back (%s): the sinks get none", exc)
-        return None
+
+class ShownConfig(dict):
+    """A shown configuration, by key or by attribute. Not rebuilt into a RunConfig: a masked
+    secret does not read back (a RunConfig refuses `***`), and no sink needs the secret."""
+
+    def __getattr__(self, name: str):
+        try:
+            value = self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        return ShownConfig(value) if isinstance(value, dict) else value
 
 
 def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, faults: FaultCounter) -> Optional[int]:
@@ -141,7 +144,7 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, faults: Fau
         if controls.stop_at is not None and time.monotonic() >= controls.stop_at and end is not None:
             left = follower.lines_left(end)
             if left:
-                log.warning("sink host: the run's close timeout is near: %d record(s) left unwritten", left)
+                log.warning("the run's close timeout is near: %d record(s) left unwritten", left)
                 return left
         if end is None and gone:
             end = follower.size()  # the run died: what it wrote is all there will be
