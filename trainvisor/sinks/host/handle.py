@@ -39,7 +39,7 @@ class SinkHost:
         self.names = tuple(n for n, _ in start.sinks)
         self.report: Optional[dict[str, SinkCounts]] = None
         self.failed_reason = ""
-        self._reported = threading.Event()
+        self._out_done = threading.Event()  # its stdout ended: reported, or died
         self._lock = threading.Lock()
         self._ended = self._told = False
         threading.Thread(target=self._read_report, name="trainvisor-sinkhost-out", daemon=True).start()
@@ -77,7 +77,8 @@ class SinkHost:
             length = self.start.offset
         self._send(end_line(length, self.deadline.remaining()))
         self._close_stdin()
-        if not self._reported.wait(self.deadline.remaining()):
+        self._out_done.wait(self.deadline.remaining())
+        if self.report is None:
             self._give_up()
         try:
             self.proc.wait(self.deadline.remaining() + 1.0)
@@ -106,6 +107,11 @@ class SinkHost:
 
     def _give_up(self) -> None:
         code = self.proc.poll()
+        if code is None and self._out_done.is_set():  # its output ended: it is exiting
+            try:
+                code = self.proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                pass
         if code is None:
             self.failed_reason = (f"did not finish within sinks.close_timeout ({self.deadline.timeout:g}s): "
                                   f"killed")
@@ -123,12 +129,14 @@ class SinkHost:
             pass
 
     def _read_report(self) -> None:
-        for line in self.proc.stdout:
-            counts = read_counts(line)
-            if counts is not None:
-                self.report = {c.name: c for c in counts}
-                self._reported.set()
-        self.proc.stdout.close()
+        try:
+            for line in self.proc.stdout:
+                counts = read_counts(line)
+                if counts is not None:
+                    self.report = {c.name: c for c in counts}
+            self.proc.stdout.close()
+        finally:
+            self._out_done.set()
 
     def _relay(self) -> None:
         """The host's log lines into the run log, at their level (a traceback's lines at its)."""
