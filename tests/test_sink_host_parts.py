@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import yaml
+
 import trainvisor
 from trainvisor.sinks.host.follower import JsonlFollower
 from trainvisor.sinks.host.wire import end_line, read_counts, start_line, HostStart
@@ -97,3 +100,37 @@ def test_a_sink_that_cannot_be_made_in_the_host_fails_alone(tmp_path):
     assert (bad.written, bad.failed) == (0, data.count(b"\n")) and "cannot be made in the sink host" in err
     assert (good.written, good.failed) == (data.count(b"\n"), 0)
     assert (tmp_path / "t" / "train.train").exists()
+
+
+def test_which_sinks_the_host_runs_follows_sinks_host():
+    from trainvisor.config import SinksConfig
+    from trainvisor.sinks import jsonl
+    from trainvisor.sinks.host import hosted_names
+
+    use = ("prometheus", "tensorboard", "my-sink", "csv")
+    built = jsonl._c_format is not None and jsonl._FAST
+    assert hosted_names(SinksConfig(use=use)) == (("tensorboard", "csv") if built else ())  # auto
+    assert hosted_names(SinksConfig(use=use, host="on")) == ("tensorboard", "csv")
+    assert hosted_names(SinksConfig(use=use, host="off")) == ()
+    assert hosted_names(SinksConfig(use=("prometheus", "jsonl"), host="on")) == ()  # they stay in the run
+
+
+@pytest.mark.parametrize("given, shown", [("off", "off"), ("on", "on"), ("auto", "auto")])
+def test_the_flag_and_the_file_set_sinks_host(tmp_path, given, shown):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR")}
+    env["PYTHONPATH"] = str(ROOT)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"sinks:\n  host: {given}\n")  # YAML reads on/off as booleans: the word is meant
+    for argv in (["--config", str(cfg)], ["--sink-host", given]):
+        proc = subprocess.run([sys.executable, "-m", "trainvisor", "config", "show", *argv, "--", "echo"],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert yaml.safe_load(proc.stdout)["sinks"]["host"] == shown
+
+
+def test_a_bad_sinks_host_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "config", "show", "--sink-host", "maybe", "--", "echo"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "sinks.host" in proc.stderr, proc.stderr
