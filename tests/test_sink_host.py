@@ -137,7 +137,7 @@ def test_a_hosted_run_gives_every_sink_every_record_and_leaves_no_host(tmp_path,
 
 
 def test_trainvisor_killed_mid_run_leaves_a_host_that_finishes_the_file_and_exits(tmp_path, receiver):
-    cfg = _config(tmp_path, receiver.url, use=("csv",))
+    cfg = _config(tmp_path, receiver.url, use=("tensorboard",))
     proc = subprocess.Popen(_argv(tmp_path, cfg, "--rate", "200"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=_env(), cwd=tmp_path, start_new_session=True)
     try:
@@ -160,7 +160,7 @@ def test_trainvisor_killed_mid_run_leaves_a_host_that_finishes_the_file_and_exit
             _end_group(proc.pid)
     metrics = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert 0 < len(metrics) < _log_metrics()
-    assert _cells(tmp_path / "csv") == _want_cells(metrics)
+    assert _tensorboard(tmp_path / "tb") == expected_scalars(metrics, _f32)
 
 
 def _end_group(pgid: int) -> None:
@@ -177,7 +177,7 @@ def _end_group(pgid: int) -> None:
 
 
 def test_a_host_that_dies_leaves_the_training_running_and_the_summary_says_so(tmp_path, receiver):
-    cfg = _config(tmp_path, receiver.url, use=("csv", "webhook"))
+    cfg = _config(tmp_path, receiver.url, use=("tensorboard", "webhook"))
     proc = subprocess.Popen(_argv(tmp_path, cfg, "--rate", "400"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_env(), cwd=tmp_path)
     try:
@@ -199,5 +199,5 @@ def test_a_host_that_dies_leaves_the_training_running_and_the_summary_says_so(tm
     warned = [x for x in rest.splitlines() if "sink host" in x]
     assert len(warned) == 1 and "exited with code -9 before it reported" in warned[0], rest[-1500:]
     n = len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
-    for name in ("csv", "webhook"):
+    for name in ("tensorboard", "webhook"):
         assert re.search(rf"sink {name}\s+0 written, {n} failed \(see the run log\)\n", rest), rest[-1500:]

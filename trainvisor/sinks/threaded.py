@@ -159,6 +159,17 @@ class ThreadedSink:
             self._start()
             self._wake.notify()
 
+    def has_room(self, n: int) -> bool:
+        """Whether a batch of `n` records would be taken now (`write` would not drop it)."""
+        with self._lock:
+            return not (self._closing or (self._pending and self._pending + n > self.capacity))
+
+    def skip(self, n: int) -> None:
+        """`n` records never handed to it, counted as dropped: a batch its feeder did not even
+        decode because no sink had room for it (the sink host under a flood)."""
+        with self._lock:
+            self.dropped += n
+
     def flush(self) -> None:
         with self._lock:
             if self._thread is not None and not self._closing:

@@ -198,7 +198,8 @@ def start_host(cfg, sinks: list, *, jsonl, context, deadline: CloseDeadline) -> 
     start = HostStart(path=path, offset=offset, sinks=tuple((v.name, _plain(cfg.options.get(v.name, {}))) for v in views),
                       run_id=context.run_id, run_dir=context.run_dir, attempt=context.attempt,
                       identity=dict(context.identity),
-                      config=to_dict(context.config, mask_secrets=True) if context.config is not None else None)
+                      config=to_dict(context.config, mask_secrets=True) if context.config is not None else None,
+                      queue=cfg.queue)
     counter = sinks[0]
     host = SinkHost.spawn(start, deadline, lambda: getattr(counter, "written", 0))
     for v in views:

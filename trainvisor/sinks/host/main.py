@@ -1,13 +1,16 @@
 """The sink host's process: `python -m trainvisor.sinks.host`, started by a run (handle.py).
 
 It reads its start on stdin, lowers its CPU priority (the training and the run's parsing come
-first), makes the sinks with the run's registry, and writes them what metrics.jsonl holds from the
-run's offset on, in batches, one sink after another on this thread: a sink is only given more
-when it has taken the last batch, so a flood waits in the file, never dropped. A failing sink is
-contained and counted as in the run (`CountingSink`; a sink's own queue, the webhook's, through
-its `delivery()`). It ends when the run sends the file's final length (read to it, close, print
-the counts) or when stdin ends without it (the run died: what the file holds is read, the sinks
-closed, and the host exits: it never outlives the run by more than that)."""
+first), makes the sinks with the run's registry, each on a thread of its own behind a queue bounded
+as in the run (`ThreadedSink`, `sinks.queue`: a sink that falls behind drops what does not fit,
+counted, as it would in the run), and feeds them what metrics.jsonl holds from the run's offset on.
+A stretch of the file that no sink has room for is counted, not decoded: under a flood the host
+keeps up with the file at the cost of counting its lines, so the run never waits on it for more
+than what the queues hold. A failing sink is contained and counted as in the run (a sink's own
+queue, the webhook's, through its `delivery()`). It ends when the run sends the file's final
+length (read to it, close the sinks within the run's remaining wait, print the counts) or when
+stdin ends without it (the run died: what the file holds is read, the sinks closed, and the host
+exits: it never outlives the run by more than that)."""
 from __future__ import annotations
 
 import logging
@@ -18,8 +21,9 @@ import threading
 import time
 from typing import Optional
 
+from ...defaults import SINK_CLOSE_TIMEOUT
 from ...stream.faults import FaultCounter
-from ..threaded import CountingSink, SinkCounts
+from ..threaded import CloseDeadline, ThreadedSink
 from .follower import JsonlFollower
 from .wire import HostStart, counts_line, read_control, read_start
 
@@ -40,7 +44,7 @@ class _Controls:
     def __init__(self, stdin) -> None:
         self.outcome: Optional[tuple[int, bool]] = None
         self.end: Optional[int] = None
-        self.stop_at: Optional[float] = None  # monotonic time: stop writing, count the rest as dropped
+        self.within: Optional[float] = None  # seconds the run still waits once it sent the end
         self.eof = False
         self.changed = threading.Event()
         threading.Thread(target=self._read, args=(stdin,), name="sinkhost-stdin", daemon=True).start()
@@ -51,8 +55,7 @@ class _Controls:
             if c.outcome is not None:
                 self.outcome = c.outcome
             if c.end is not None:
-                if c.within is not None:
-                    self.stop_at = time.monotonic() + c.within * CLOSE_SHARE
+                self.within = c.within
                 self.end = c.end
                 self.changed.set()
         self.eof = True
@@ -74,23 +77,25 @@ def main() -> int:
         log.error("a bad start line: %s", exc)
         return 2
     controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
-    sinks = _make(start)
+    deadline = CloseDeadline(SINK_CLOSE_TIMEOUT)  # capped by what the run still waits, at the end
+    sinks = _make(start, deadline)
     follower = JsonlFollower(start.path, start.offset)
     faults = FaultCounter(log)
-    left = _pump(follower, sinks, controls, faults)
+    _pump(follower, sinks, controls, start.queue)
+    if controls.within is not None:
+        deadline.cap(controls.within * CLOSE_SHARE)
     if controls.outcome is not None:
         _tell(sinks, controls.outcome, faults)
     for s in sinks:
-        _each(s, "flush", faults)
-        _each(s, "close", faults)
+        s.close()  # writes what it holds, flushes and closes, within the shared deadline
     follower.close()
     out = sys.stdout.buffer
-    out.write(counts_line([_counts(s, left) for s in sinks]))
+    out.write(counts_line([s.counts() for s in sinks]))
     out.flush()
     return 0
 
 
-def _make(start: HostStart) -> list:
+def _make(start: HostStart, deadline: CloseDeadline) -> list:
     """Each sink made with its options, as the run would make it; one that cannot be made is
     said and left out (the run has made each once already: this is the rare case where the
     host's environment differs)."""
@@ -107,13 +112,8 @@ def _make(start: HostStart) -> list:
         except Exception as exc:
             log.error("sink %s: cannot be made in the sink host: %s", label, exc)
             sink = _Broken(label)
-        prepare = getattr(sink, "prepare", None)
-        if callable(prepare):  # its slow import now, before the file has much to say
-            try:
-                prepare()
-            except Exception as exc:
-                log.error("sink %s: prepare failed: %s: %s", label, type(exc).__name__, exc)
-        sinks.append(CountingSink(sink, label, cpu_clock=time.thread_time))
+        # its slow set-up (an import) starts now, on its thread, before the file has much to say
+        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=1.0))
     return sinks
 
 
@@ -135,43 +135,38 @@ class ShownConfig(dict):
         return ShownConfig(value) if isinstance(value, dict) else value
 
 
-def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, faults: FaultCounter) -> Optional[int]:
-    """Write every record up to the final length (or, stdin gone, up to what the file holds).
-    None when all were written; else the records left unwritten when the run's wait ran out."""
+def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int) -> None:
+    """Feed every record up to the final length (or, stdin gone, up to what the file holds). A
+    stretch is decoded and handed to the sinks (each drops what its queue cannot take) unless it
+    lies more than `queue` records behind the file's end or no sink has room for it: then it is
+    counted as dropped by every sink, undecoded. The file is the host's own queue, bounded as the
+    run's threaded sinks' queues are, so at the end the host is never more than that behind."""
     last_flush = time.monotonic()
     while True:
         end, gone = controls.end, controls.eof
-        if controls.stop_at is not None and time.monotonic() >= controls.stop_at and end is not None:
-            left = follower.lines_left(end)
-            if left:
-                log.warning("the run's close timeout is near: %d record(s) left unwritten", left)
-                return left
         if end is None and gone:
             end = follower.size()  # the run died: what it wrote is all there will be
-        before = follower.offset
-        events = follower.read(end)
-        if events:
-            for s in sinks:
-                _each(s, "write", faults, events)
-        elif follower.offset != before:  # lines that are no sink's records (notices)
-            continue
-        elif end is not None:  # nothing left up to the end (or the file is shorter: cut by hand)
-            return None
-        else:
+        data = follower.read_lines(end)
+        n = follower.records_in(data) if data else 0
+        if n:
+            behind = (end if end is not None else follower.size()) - follower.offset
+            if behind * n > queue * len(data) or not any(s.has_room(n) for s in sinks):
+                for s in sinks:
+                    s.skip(n)
+            else:
+                events = follower.decode(data)
+                for s in sinks:
+                    s.write(events)  # a sink without room drops the batch, counted
+        elif not data and end is not None:  # nothing left up to the end (or the file was cut by hand)
+            return
+        elif not data:
             controls.changed.wait(POLL)
             controls.changed.clear()
         now = time.monotonic()
         if now - last_flush >= FLUSH:
             last_flush = now
             for s in sinks:
-                _each(s, "flush", faults)
-
-
-def _each(sink: CountingSink, method: str, faults: FaultCounter, *args) -> None:
-    try:
-        getattr(sink, method)(*args)
-    except Exception as exc:  # counted by CountingSink (a write); logged here, never the end of the host
-        faults.record("sink " + sink.name, exc)
+                s.flush()
 
 
 def _tell(sinks: list, outcome: tuple[int, bool], faults: FaultCounter) -> None:
@@ -182,21 +177,6 @@ def _tell(sinks: list, outcome: tuple[int, bool], faults: FaultCounter) -> None:
                 hook(*outcome)
             except Exception as exc:
                 faults.record("sink " + s.name + " set_outcome", exc)
-
-
-def _counts(s: CountingSink, left: Optional[int]) -> SinkCounts:
-    """Its counts as the run's threaded sinks give them: a sink's own queue (`delivery()`)
-    replaces its written and adds its losses; the records left unwritten at the end, dropped
-    (abandoned, as a threaded sink still busy at the run's close timeout)."""
-    c = s.counts()
-    if left:
-        c = SinkCounts(c.name, c.written, left, c.failed, abandoned=True, cpu_seconds=c.cpu_seconds)
-    own = getattr(s.sink, "delivery", None)
-    inner = own() if callable(own) else None
-    if inner is None:
-        return c
-    return SinkCounts(c.name, inner.written, c.dropped + inner.dropped, c.failed + inner.failed,
-                      abandoned=c.abandoned, cpu_seconds=c.cpu_seconds)
 
 
 class _Broken:

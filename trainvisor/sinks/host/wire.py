@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from ...defaults import SINK_QUEUE
 from ..threaded import SinkCounts
 
 __all__ = ["HostStart", "Control", "start_line", "read_start", "outcome_line", "end_line", "read_control",
@@ -23,7 +24,7 @@ class HostStart:
     """What the host needs: the file and where to start in it (a rerun appends: the offset is
     its length when this attempt began), each sink's name and options, the context fields a
     factory may ask for (`config`: the run's configuration as `config.convert.to_dict` shows it,
-    secrets masked), and its queue bound (the webhook's own)."""
+    secrets masked), and `queue`: each sink's bound in records, `sinks.queue`, as in the run."""
 
     path: str
     offset: int
@@ -33,6 +34,7 @@ class HostStart:
     attempt: int = 0
     identity: Mapping[str, int] = field(default_factory=dict)
     config: Optional[Mapping[str, Any]] = None
+    queue: int = SINK_QUEUE
 
 
 @dataclass(frozen=True)
