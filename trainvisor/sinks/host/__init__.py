@@ -11,7 +11,7 @@ reads it instead of being sent the records: nothing is copied twice.
 
 The trade-off, in one sentence: each hosted sink keeps a threaded sink's contract in the run, not
 an inline one's: its own thread and a queue of `sinks.queue` records; under a flood it cannot keep
-up with (the host decodes and writes ~250k records/s; TensorBoard and MLflow far fewer), what does
+up with (the host decodes and tables ~200k records/s; TensorBoard and MLflow fewer), what does
 not fit is dropped and counted, never waited for; at the end what it holds is written within
 `sinks.close_timeout`. So the CSV tables, complete whatever the rate when they ran inline, may now
 miss rows of a flood (counted in the summary: `dropped`); metrics.jsonl keeps every record, and
