@@ -78,10 +78,13 @@ def main() -> int:
         return 2
     controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
     deadline = CloseDeadline(SINK_CLOSE_TIMEOUT)  # capped by what the run still waits, at the end
-    sinks = _make(start, deadline)
+    # while the training runs the host takes at most `cpu_share` of one core, in equal parts for
+    # its reader and each sink (pauses in proportion to the CPU each used; none once the run ended)
+    share = start.cpu_share / (len(start.sinks) + 1) if start.cpu_share < 1 else 1.0
+    sinks = _make(start, deadline, share)
     follower = JsonlFollower(start.path, start.offset)
     faults = FaultCounter(log)
-    _pump(follower, sinks, controls, start.queue)
+    _pump(follower, sinks, controls, start.queue, share)
     if controls.within is not None:
         deadline.cap(controls.within * CLOSE_SHARE)
     if controls.outcome is not None:
@@ -95,7 +98,7 @@ def main() -> int:
     return 0
 
 
-def _make(start: HostStart, deadline: CloseDeadline) -> list:
+def _make(start: HostStart, deadline: CloseDeadline, share: float) -> list:
     """Each sink made with its options, as the run would make it; one that cannot be made is
     said and left out (the run has made each once already: this is the rare case where the
     host's environment differs)."""
@@ -113,7 +116,7 @@ def _make(start: HostStart, deadline: CloseDeadline) -> list:
             log.error("sink %s: cannot be made in the sink host: %s", label, exc)
             sink = _Broken(label)
         # its slow set-up (an import) starts now, on its thread, before the file has much to say
-        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=1.0))
+        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=share))
     return sinks
 
 
@@ -135,17 +138,20 @@ class ShownConfig(dict):
         return ShownConfig(value) if isinstance(value, dict) else value
 
 
-def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int) -> None:
+def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int, share: float = 1.0) -> None:
     """Feed every record up to the final length (or, stdin gone, up to what the file holds). A
     stretch is decoded and handed to the sinks (each drops what its queue cannot take) unless it
     lies more than `queue` records behind the file's end or no sink has room for it: then it is
     counted as dropped by every sink, undecoded. The file is the host's own queue, bounded as the
-    run's threaded sinks' queues are, so at the end the host is never more than that behind."""
+    run's threaded sinks' queues are, so at the end the host is never more than that behind.
+    Until the end is known, it pauses after each stretch in proportion to the CPU it took
+    (`share` of a core): under a flood the training's cores stay the training's."""
     last_flush = time.monotonic()
     while True:
         end, gone = controls.end, controls.eof
         if end is None and gone:
             end = follower.size()  # the run died: what it wrote is all there will be
+        cpu = time.thread_time()
         data = follower.read_lines(end)
         n = follower.records_in(data) if data else 0
         if n:
@@ -161,7 +167,9 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int)
             return
         elif not data:
             controls.changed.wait(POLL)
-            controls.changed.clear()
+        used = time.thread_time() - cpu
+        if data and end is None and share < 1:
+            controls.changed.wait(used * (1 - share) / share)  # woken at once by the end
         now = time.monotonic()
         if now - last_flush >= FLUSH:
             last_flush = now

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from ...defaults import SINK_QUEUE
+from ...defaults import SINK_CPU_SHARE, SINK_QUEUE
 from ..threaded import SinkCounts
 
 __all__ = ["HostStart", "Control", "start_line", "read_start", "outcome_line", "end_line", "read_control",
@@ -24,7 +24,8 @@ class HostStart:
     """What the host needs: the file and where to start in it (a rerun appends: the offset is
     its length when this attempt began), each sink's name and options, the context fields a
     factory may ask for (`config`: the run's configuration as `config.convert.to_dict` shows it,
-    secrets masked), and `queue`: each sink's bound in records, `sinks.queue`, as in the run."""
+    secrets masked), `queue`: each sink's bound in records, `sinks.queue`, as in the run, and
+    `cpu_share`: of one core, what the host takes while the training runs (`sinks.cpu_share`)."""
 
     path: str
     offset: int
@@ -35,6 +36,7 @@ class HostStart:
     identity: Mapping[str, int] = field(default_factory=dict)
     config: Optional[Mapping[str, Any]] = None
     queue: int = SINK_QUEUE
+    cpu_share: float = SINK_CPU_SHARE
 
 
 @dataclass(frozen=True)
