@@ -148,3 +148,25 @@ def test_a_bad_sinks_host_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainvisor", "config", "show", "--sink-host", "maybe", "--", "echo"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "sinks.host" in proc.stderr, proc.stderr
+
+
+def test_the_cpu_governor_holds_the_host_to_its_share_of_each_window():
+    from trainvisor.sinks.host.main import CpuGovernor
+
+    wall, cpu = [100.0], [7.0]
+    gov = CpuGovernor(0.2, window=1.0, clock=lambda: wall[0], cpu=lambda: cpu[0])
+    cpu[0] += 0.1
+    wall[0] += 0.3
+    assert gov.pace() == 0.0  # 0.1 s of CPU in 0.3 s: under 0.2 of the window
+    cpu[0] += 0.15
+    wall[0] += 0.1
+    assert gov.pace() == pytest.approx(0.6)  # 0.25 s used by 0.4 s: wait for the window's end
+    wall[0] += 0.7
+    assert gov.pace() == 0.0  # past the window's end: a fresh budget
+    cpu[0] += 5.0  # an hour of quiet banks nothing: one window's share at a time
+    wall[0] += 3600
+    assert gov.pace() == 0.0
+    cpu[0] += 0.3
+    wall[0] += 0.5
+    assert gov.pace() == pytest.approx(0.5)
+    assert CpuGovernor(1.0, clock=lambda: wall[0], cpu=lambda: cpu[0]).pace() == 0.0  # share 1: never paced

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ...defaults import SINK_CLOSE_TIMEOUT
 from ...stream.faults import FaultCounter
@@ -78,13 +78,10 @@ def main() -> int:
         return 2
     controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
     deadline = CloseDeadline(SINK_CLOSE_TIMEOUT)  # capped by what the run still waits, at the end
-    # while the training runs the host takes at most `cpu_share` of one core, in equal parts for
-    # its reader and each sink (pauses in proportion to the CPU each used; none once the run ended)
-    share = start.cpu_share / (len(start.sinks) + 1) if start.cpu_share < 1 else 1.0
-    sinks = _make(start, deadline, share)
+    sinks = _make(start, deadline)
     follower = JsonlFollower(start.path, start.offset)
     faults = FaultCounter(log)
-    _pump(follower, sinks, controls, start.queue, share)
+    _pump(follower, sinks, controls, start.queue, CpuGovernor(start.cpu_share))
     if controls.within is not None:
         deadline.cap(controls.within * CLOSE_SHARE)
     if controls.outcome is not None:
@@ -98,7 +95,7 @@ def main() -> int:
     return 0
 
 
-def _make(start: HostStart, deadline: CloseDeadline, share: float) -> list:
+def _make(start: HostStart, deadline: CloseDeadline) -> list:
     """Each sink made with its options, as the run would make it; one that cannot be made is
     said and left out (the run has made each once already: this is the rare case where the
     host's environment differs)."""
@@ -116,7 +113,7 @@ def _make(start: HostStart, deadline: CloseDeadline, share: float) -> list:
             log.error("sink %s: cannot be made in the sink host: %s", label, exc)
             sink = _Broken(label)
         # its slow set-up (an import) starts now, on its thread, before the file has much to say
-        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=share))
+        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=1.0))
     return sinks
 
 
@@ -138,20 +135,47 @@ class ShownConfig(dict):
         return ShownConfig(value) if isinstance(value, dict) else value
 
 
-def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int, share: float = 1.0) -> None:
+class CpuGovernor:
+    """Keeps the whole host (its reader, its sinks' threads, their imports) to `share` of one
+    core while the training runs: in each `window` of wall time, once the process has used
+    `share` of it in CPU, `pace` says how long to wait for the next window. Only the reader
+    waits: the sinks then drain what they hold and idle, and what comes meanwhile falls more than
+    a queue behind and is counted, not decoded. A window, not the run's total, so an hour of
+    quiet does not bank an hour of CPU for the next flood."""
+
+    def __init__(self, share: float, *, window: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 cpu: Callable[[], float] = time.process_time) -> None:
+        self.share, self.window, self._clock, self._cpu = share, window, clock, cpu
+        self._start, self._cpu0 = clock(), cpu()
+
+    def pace(self) -> float:
+        """Seconds to wait now (0: go on)."""
+        if self.share >= 1:
+            return 0.0
+        now = self._clock()
+        if now - self._start >= self.window:
+            self._start, self._cpu0 = now, self._cpu()
+            return 0.0
+        if self._cpu() - self._cpu0 < self.share * self.window:
+            return 0.0
+        return self._start + self.window - now
+
+
+def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
+          governor: Optional[CpuGovernor] = None) -> None:
     """Feed every record up to the final length (or, stdin gone, up to what the file holds). A
     stretch is decoded and handed to the sinks (each drops what its queue cannot take) unless it
     lies more than `queue` records behind the file's end or no sink has room for it: then it is
     counted as dropped by every sink, undecoded. The file is the host's own queue, bounded as the
     run's threaded sinks' queues are, so at the end the host is never more than that behind.
-    Until the end is known, it pauses after each stretch in proportion to the CPU it took
-    (`share` of a core): under a flood the training's cores stay the training's."""
+    Until the end is known, `governor` paces it: under a flood the training's cores stay the
+    training's (nice +10 alone did not do that: measured, a busy host cut the run's parsing by a
+    third on two cores)."""
     last_flush = time.monotonic()
     while True:
         end, gone = controls.end, controls.eof
         if end is None and gone:
             end = follower.size()  # the run died: what it wrote is all there will be
-        cpu = time.thread_time()
         data = follower.read_lines(end)
         n = follower.records_in(data) if data else 0
         if n:
@@ -167,9 +191,9 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
             return
         elif not data:
             controls.changed.wait(POLL)
-        used = time.thread_time() - cpu
-        if data and end is None and share < 1:
-            controls.changed.wait(used * (1 - share) / share)  # woken at once by the end
+        wait = governor.pace() if governor is not None and end is None else 0.0
+        if wait > 0:
+            controls.changed.wait(wait)  # woken at once by the end
         now = time.monotonic()
         if now - last_flush >= FLUSH:
             last_flush = now
