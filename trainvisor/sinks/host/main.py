@@ -4,9 +4,10 @@ It reads its start on stdin, lowers its CPU priority (the training and the run's
 first), makes the sinks with the run's registry, each on a thread of its own behind a queue bounded
 as in the run (`ThreadedSink`, `sinks.queue`: a sink that falls behind drops what does not fit,
 counted, as it would in the run), and feeds them what metrics.jsonl holds from the run's offset on.
-A stretch of the file that no sink has room for is counted, not decoded: under a flood the host
-keeps up with the file at the cost of counting its lines, so the run never waits on it for more
-than what the queues hold. A failing sink is contained and counted as in the run (a sink's own
+A stretch of the file more than a queue behind its end, or that no sink has room for, is counted,
+not decoded: under a flood the host keeps up with the file at the cost of counting its lines, so
+the run never waits on it for more than what the queues hold; and while the training runs the
+whole host keeps to `sinks.cpu_share` of one core (`CpuGovernor`). A failing sink is contained and counted as in the run (a sink's own
 queue, the webhook's, through its `delivery()`). It ends when the run sends the file's final
 length (read to it, close the sinks within the run's remaining wait, print the counts) or when
 stdin ends without it (the run died: what the file holds is read, the sinks closed, and the host
@@ -46,7 +47,7 @@ class _Controls:
         self.end: Optional[int] = None
         self.within: Optional[float] = None  # seconds the run still waits once it sent the end
         self.eof = False
-        self.changed = threading.Event()
+        self.ended = threading.Event()  # the final length came, or stdin ended: no more waiting
         threading.Thread(target=self._read, args=(stdin,), name="sinkhost-stdin", daemon=True).start()
 
     def _read(self, stdin) -> None:
@@ -57,9 +58,9 @@ class _Controls:
             if c.end is not None:
                 self.within = c.within
                 self.end = c.end
-                self.changed.set()
+                self.ended.set()
         self.eof = True
-        self.changed.set()
+        self.ended.set()
 
 
 def main() -> int:
@@ -190,10 +191,10 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
         elif not data and end is not None:  # nothing left up to the end (or the file was cut by hand)
             return
         elif not data:
-            controls.changed.wait(POLL)
+            controls.ended.wait(POLL)
         wait = governor.pace() if governor is not None and end is None else 0.0
         if wait > 0:
-            controls.changed.wait(wait)  # woken at once by the end
+            controls.ended.wait(wait)  # woken at once by the end
         now = time.monotonic()
         if now - last_flush >= FLUSH:
             last_flush = now
