@@ -32,7 +32,8 @@ setup(
         ),
         Extension(
             "trainvisor.sinks._format",
-            ["trainvisor/sinks/_format.c", "trainvisor/sinks/_pivot.c", "trainvisor/sinks/_phase_csv.c"],
+            ["trainvisor/sinks/_format.c", "trainvisor/sinks/_pivot.c", "trainvisor/sinks/_phase_csv.c",
+             "trainvisor/sinks/_latest.c"],
             depends=_SHARED + ["trainvisor/sinks/_format.h"],
             optional=True,
         ),

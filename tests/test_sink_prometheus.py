@@ -248,3 +248,31 @@ def test_without_prometheus_client_the_sink_says_what_to_install(monkeypatch):
     with pytest.raises(ConfigError) as err:
         make_sink("prometheus", {})
     assert str(err.value) == "sink 'prometheus': needs the prometheus_client package (pip install prometheus_client)"
+
+
+@pytest.mark.parametrize("fmt", ["caffe", "keras", "detectron2", "huggingface", "lightning", "mxnet"])
+def test_the_c_loop_keeps_exactly_what_the_python_loop_keeps_on_real_logs(fmt):
+    """Every real log of a format, replayed (all ranks where prefixed; its checkpoints too): the
+    C loop's latest values, per-rank iterations and epochs and counts equal the reference's."""
+    from trainvisor.sinks import prometheus as prom
+
+    from .parsing_helpers import REAL_LOGS, parse_file
+
+    if prom._c_latest is None:
+        pytest.skip("the sinks' C extension is not built here")
+    logs = sorted((REAL_LOGS / fmt).glob("*.log"))
+    assert logs, f"no {fmt} logs in {REAL_LOGS / fmt}"
+    with_values = 0
+    for log in logs:
+        _, events = parse_file(log, "auto")
+        events = list(events)
+        c_state, py_state = ({}, {}, {}), ({}, {}, {})
+        for i in range(0, len(events), 97):  # batches as the pipeline gives them, cut anywhere
+            batch = events[i:i + 97]
+            c_counts = prom._c_latest(batch, Metric, CheckpointEvent, prom._POSITIONS, *c_state)
+            assert c_counts == prom._write_python(batch, *py_state), log.name
+        assert c_state == py_state, log.name
+        for mine, theirs in zip(c_state, py_state):  # the same objects' values, NaN included
+            assert all(mine[k] is theirs[k] for k in theirs), log.name
+        with_values += bool(c_state[0])
+    assert with_values >= len(logs) - 1  # a log of a crash before the first metric may have none

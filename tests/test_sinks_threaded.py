@@ -57,7 +57,7 @@ class FailingSink(BlockingSink):
         self.batches.append(len(events))
 
 
-def test_a_full_queue_drops_whole_batches_and_counts_their_records_exactly():
+def test_a_full_queue_drops_whole_batches_and_counts_their_records_exactly(caplog):
     sink = BlockingSink()
     threaded = ThreadedSink(sink, "blocking", capacity=5, deadline=CloseDeadline(WAIT))
     threaded.write([1, 2, 3])  # taken by the sink's thread, which blocks in it
@@ -70,6 +70,9 @@ def test_a_full_queue_drops_whole_batches_and_counts_their_records_exactly():
     threaded.close()
     assert sink.batches == [3, 3, 2] and sink.closed
     assert threaded.counts() == SinkCounts("blocking", written=8, dropped=5, failed=0, threaded=True)
+    said = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert said == ["sink blocking: its queue of 5 records is full (it writes slower than records come): "
+                    "dropping what does not fit, counted; metrics.jsonl has every record"]  # once, not per batch
 
 
 def test_a_failing_sink_is_counted_on_its_thread_and_never_raises_into_the_pipeline(caplog):

@@ -49,6 +49,7 @@ PARSING_FLAGS = (
 RUN_FLAGS = PARSING_FLAGS + (
     Flag("--metrics", ("sinks", "jsonl"), metavar="PATH"),
     Flag("--sink", ("sinks", "use"), metavar="NAME"),
+    Flag("--sink-host", ("sinks", "host"), metavar="auto|on|off"),
     Flag("--run-dir", ("run", "dir"), metavar="DIR"),
     Flag("--run-id", ("run", "id")),
     Flag("--log-file", ("process", "output_log"), metavar="PATH"),

@@ -109,6 +109,8 @@ def _coerce(t: Any, value: Any, key: Key, ctx: _Context, secret: bool) -> Any:
 def _scalar(t: type, value: Any, key: Key, ctx: _Context, secret: bool) -> Any:
     if t is str and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # YAML's `ranks: 0`, `id: 2024`: the digits were meant
+    if t is str and isinstance(value, bool):
+        value = "on" if value else "off"  # YAML 1.1 reads `host: on` as true: the word was meant
     ok = {
         bool: isinstance(value, bool),
         int: isinstance(value, int) and not isinstance(value, bool),

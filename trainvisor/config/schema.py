@@ -120,11 +120,16 @@ class SinksConfig(Section):
     cpu_share: float = setting(defaults.SINK_CPU_SHARE, check=share,
                                help="Of Python's one interpreter, the share the threaded sinks take together "
                                     "while the training runs (each an equal part: it pauses after each batch in "
-                                    "proportion); what they cannot take in it is dropped, counted: parsing keeps "
-                                    "its pace. 1 = no limit.")
+                                    "proportion); in the sink host, the share of one core the host takes. What "
+                                    "they cannot take in it is dropped, counted: parsing keeps its pace. "
+                                    "1 = no limit.")
     close_timeout: float = setting(defaults.SINK_CLOSE_TIMEOUT, check=finite_non_negative,
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")
+    host: str = setting("auto", check=one_of("auto", "on", "off"),
+                        help="Run the sinks that only report (tensorboard, mlflow, webhook, csv, caffe-csv) in a "
+                             "process of their own fed from the metrics file: auto (when one is named and the C "
+                             "formatter is built), on, off (in the run's process).")
 
     def with_sink(self, name: str, options: Mapping[str, Any]) -> "SinksConfig":
         """This section with sink `name` in `use` (added once) and `options` set over its own."""

@@ -51,14 +51,15 @@ def build_parser(cfg: ParsingConfig, *, argv: Sequence[str], year: int) -> "Pars
 
 
 def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = (),
-                context: Optional["SinkContext"] = None) -> list:
+                context: Optional["SinkContext"] = None, host: bool = False) -> list:
     """The run's sinks, each counted (`counts()`): its JSONL file, the registered sinks `sinks.use`
     names, made with their `sinks.options`, and the caller's objects, all checked before the child
     starts. A registered sink runs on its own thread unless registered `inline`; a caller's object
     runs inline unless it says `inline = False`, as every object passed to `Run` always has (it may
     count on being called on the pipeline thread, in order with the others). `context` (the run's
     id, directory, attempt and configuration: `sinks.context.SinkContext`) goes to the factories
-    that ask for it."""
+    that ask for it. `host`: the sinks that only report run in the sink host's process
+    (`sinks.host`; sinks/host/): each is made here too, to check its options, then left unused."""
     from ..sinks.threaded import CloseDeadline, CountingSink, ThreadedSink
 
     deadline = CloseDeadline(cfg.close_timeout)
@@ -76,8 +77,12 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
             for name in cfg.options:
                 if name not in cfg.use:
                     raise ConfigError(f"sinks.options.{name}: no sink {name!r} in sinks.use (--sink {name})")
+            hosted = _hosted_names(cfg, jsonl) if host and context is not None else ()
             for name in cfg.use:
                 info, sink = make_sink(name, cfg.options.get(name, {}), context)
+                if name in hosted:
+                    sinks.append(_hosted_view(name))
+                    continue
                 add(sink, name, info.inline)
             for obj in objects:
                 check_sink(obj, str(getattr(obj, "name", None) or type(obj).__qualname__))
@@ -87,12 +92,29 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
             with contextlib.suppress(Exception):
                 s.close()
         raise
+    if any(getattr(s, "hosted", False) for s in sinks):
+        from ..sinks.host.handle import start_host
+
+        start_host(cfg, sinks, jsonl=jsonl, context=context, deadline=deadline)
     # `cpu_share` is what the threaded sinks take together: each gets an equal part, so adding
     # sinks never takes more of the interpreter from parsing
     threaded = [s for s in sinks if isinstance(s, ThreadedSink)]
     for s in threaded:
         s.cpu_share = cfg.cpu_share / len(threaded) if cfg.cpu_share < 1 else 1.0
     return sinks
+
+
+def _hosted_names(cfg: SinksConfig, jsonl: object) -> tuple[str, ...]:
+    """The sinks the host runs: none unless the run's JSONL is a regular file it can follow."""
+    from ..sinks.host import hosted_names
+
+    return hosted_names(cfg) if os.path.isfile(getattr(jsonl, "path", "")) else ()
+
+
+def _hosted_view(name: str) -> object:
+    from ..sinks.host.handle import HostedSink
+
+    return HostedSink(name)
 
 
 def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:

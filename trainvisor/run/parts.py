@@ -81,7 +81,8 @@ class _Parts(_Plugins, _Reporting):
         jsonl = JsonlSink(run.metrics_path, mode="a", extra={"attempt": run.attempt, **run.identity.fields()})
         context = SinkContext(run_id=run.run_id, run_dir=str(run.run_dir), attempt=run.attempt,
                               status=run.status, config=cfg, identity=run.identity.fields())
-        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks, context=context)
+        counted = build_sinks(cfg.sinks, jsonl=jsonl, objects=run._user_sinks, context=context,
+                              host=getattr(run, "hosts_sinks", True))
         stack.callback(_close_sinks, counted)  # the pipeline closes them; this, when a run fails before
         # Always counted (a run that parsed nothing says so). Each metric's last and best value
         # (RunSummary.table, last_metrics) costs 0.25 us a record on the pipeline thread, a quarter

@@ -90,6 +90,8 @@ class TailRun(Run):
         summary = TailRun(config, "train.log", pid=1234).tail()
     """
 
+    hosts_sinks = False  # its metrics file is cut back at a restart: no reader of it may run ahead (sinks/host)
+
     needs_command = False
 
     def __init__(self, config: RunConfig, path: str | os.PathLike, *, pid: Optional[int] = None,

@@ -184,6 +184,7 @@ static PyMethodDef methods[] = {
     {"float_repr", py_float_repr, METH_O, "repr(x) for a float, through the fast path when it applies (for tests)."},
     {"csv_pivot", csv_pivot, METH_VARARGS, "Caffe CSV tables: the per-metric loop and rows (see _pivot.c)."},
     {"phase_csv_write", phase_csv_write, METH_VARARGS, "Per-phase CSV tables: the per-metric loop (see _phase_csv.c)."},
+    {"latest_update", latest_update, METH_VARARGS, "Prometheus' latest values: the per-record loop (see _latest.c)."},
     {NULL, NULL, 0, NULL},
 };
 

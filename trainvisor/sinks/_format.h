@@ -1,5 +1,5 @@
-/* What the C files of the sinks' extension (_format.c, _pivot.c, _phase_csv.c) share:
- * a growing text buffer, one CSV cell, and the entry points of the other two. */
+/* What the C files of the sinks' extension (_format.c, _pivot.c, _phase_csv.c, _latest.c) share:
+ * a growing text buffer, one CSV cell, and the entry points of the others. */
 #ifndef TRAINVISOR_SINKS_FORMAT_H
 #define TRAINVISOR_SINKS_FORMAT_H
 
@@ -43,5 +43,7 @@ static inline int put_csv_cell(sbuf *b, PyObject *v) {
 PyObject *csv_pivot(PyObject *self, PyObject *args);
 /* phase_csv_write(events, sink, env): see _phase_csv.c */
 PyObject *phase_csv_write(PyObject *self, PyObject *args);
+/* latest_update(events, metric_type, checkpoint_type, positions, latest, iteration, epoch): see _latest.c */
+PyObject *latest_update(PyObject *self, PyObject *args);
 
 #endif /* TRAINVISOR_SINKS_FORMAT_H */

@@ -97,6 +97,8 @@ def _shown_config(config: Any) -> Mapping[str, Any]:
     """The run's configuration as plain data, secrets masked (as `trainvisor config show` prints it)."""
     if config is None:  # a replay: no run configuration
         return {}
+    if isinstance(config, Mapping):  # shown already (the sink host's: sinks/host/main.py `ShownConfig`)
+        return config
     from ..config.convert import to_dict
 
     return to_dict(config, mask_secrets=True)

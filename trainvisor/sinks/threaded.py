@@ -127,6 +127,7 @@ class ThreadedSink:
         self.written = self.dropped = self.failed = 0
         self.cpu = 0.0
         self.abandoned = False
+        self._said_full = False
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._batches: deque = deque()
@@ -151,13 +152,37 @@ class ThreadedSink:
     def write(self, events: Sequence[object]) -> None:
         n = len(events)
         with self._lock:
-            if self._closing or (self._pending and self._pending + n > self.capacity):
-                self.dropped += n
+            if not (self._closing or (self._pending and self._pending + n > self.capacity)):
+                self._batches.append(list(events))  # the caller's list is not ours to keep
+                self._pending += n
+                self._start()
+                self._wake.notify()
                 return
-            self._batches.append(list(events))  # the caller's list is not ours to keep
-            self._pending += n
-            self._start()
-            self._wake.notify()
+            self.dropped += n
+            if self._closing:
+                return
+        self._say_dropping("its queue of %d records is full (it writes slower than records come)")
+
+    def has_room(self, n: int) -> bool:
+        """Whether a batch of `n` records would be taken now (`write` would not drop it)."""
+        with self._lock:
+            return not (self._closing or (self._pending and self._pending + n > self.capacity))
+
+    def skip(self, n: int) -> None:
+        """`n` records never handed to it, counted as dropped: a batch its feeder did not even
+        decode, being more than a queue behind (the sink host under a flood)."""
+        with self._lock:
+            self.dropped += n
+        self._say_dropping("its feeder is more than its queue (%d records) behind the metrics file")
+
+    def _say_dropping(self, why: str) -> None:
+        """Once a run, the first drop: the summary has the count; a person reading the run log
+        as it goes learns here why a chart has gaps."""
+        with self._lock:
+            first, self._said_full = not self._said_full, True
+        if first:
+            log.warning("sink %s: " + why + ": dropping what does not fit, counted; metrics.jsonl has every record",
+                        self.name, self.capacity)
 
     def flush(self) -> None:
         with self._lock:

@@ -1,0 +1,172 @@
+"""The sink host's parts on their own: the follower of a growing metrics.jsonl (whole lines only,
+the records as `read_jsonl` rebuilds them, a limit, what is left) and the host process driven
+over its stdin as a run drives it, on the metrics of a real log: every record written, or, with
+no time left, the rest counted as dropped."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import trainvisor
+from trainvisor.sinks.host.follower import JsonlFollower
+from trainvisor.sinks.host.wire import end_line, read_counts, start_line, HostStart
+from trainvisor.sinks.jsonl import read_jsonl
+
+from .conftest import ROOT, real_logs
+
+
+def _metrics_file(tmp_path: Path) -> Path:
+    path = tmp_path / "m.jsonl"
+    trainvisor.replay(real_logs("caffe") / "bearpaw-fork-mnist.log", parser="caffe", year=2020, metrics=path,
+                      keep_events=False)
+    return path
+
+
+def test_the_follower_reads_whole_lines_as_the_jsonl_reader_does(tmp_path):
+    path = _metrics_file(tmp_path)
+    data = path.read_bytes()
+    growing = tmp_path / "g.jsonl"
+    half = data.index(b"\n", len(data) // 2) + 5  # a torn last line: held until its rest comes
+    growing.write_bytes(data[:half])
+    f = JsonlFollower(str(growing), 0, chunk=4096)
+    got = []
+    while batch := f.read():
+        got += batch
+    assert f.offset == data.rindex(b"\n", 0, half) + 1
+    with open(growing, "ab") as fh:
+        fh.write(data[half:])
+    while batch := f.read():
+        got += batch
+    want = read_jsonl(path)
+    assert [e for e in got if isinstance(e, trainvisor.Metric)] == want and len(want) == 343
+    assert f.offset == len(data) and f.bad == 0
+
+
+def test_a_limit_stops_the_follower_and_what_is_left_is_counted(tmp_path):
+    path = _metrics_file(tmp_path)
+    data = path.read_bytes()
+    limit = data.index(b"\n", 1000) + 1
+    f = JsonlFollower(str(path), 0)
+    first = f.read(limit)
+    assert f.offset == limit and len(first) == data[:limit].count(b"\n")
+    assert f.lines_left(len(data)) == data.count(b"\n") - len(first)
+    assert f.read(limit) == []
+    f.close()
+
+
+def _host(start: HostStart, end: bytes) -> tuple:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "trainvisor.sinks.host"], input=start_line(start) + end,
+                          capture_output=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-1500:]
+    (line,) = proc.stdout.splitlines()
+    return read_counts(line), proc.stderr.decode()
+
+
+def test_the_host_writes_every_record_from_its_offset_and_reports_the_counts(tmp_path):
+    path = _metrics_file(tmp_path)
+    data = path.read_bytes()
+    offset = data.index(b"\n", len(data) // 3) + 1  # a rerun's offset: the records before it are not its
+    start = HostStart(path=str(path), offset=offset, sinks=(("csv", {"dir": str(tmp_path / "csv")}),))
+    (counts,), err = _host(start, end_line(len(data), 60))
+    n = data[offset:].count(b"\n")
+    assert (counts.name, counts.written, counts.dropped, counts.failed, counts.abandoned) == ("csv", n, 0, 0, False)
+    rows = sum(len(p.read_text().splitlines()) - 1 for p in (tmp_path / "csv").glob("*.csv"))
+    assert 0 < rows < 101 + 21
+
+
+def test_a_host_behind_the_file_drops_what_its_queue_cannot_hold_and_counts_every_record(tmp_path):
+    one = _metrics_file(tmp_path).read_bytes()
+    path = tmp_path / "long.jsonl"  # 200 runs' worth, the end already known: a flood it cannot keep up with
+    path.write_bytes(one * 200)
+    total = one.count(b"\n") * 200
+    start = HostStart(path=str(path), offset=0, sinks=(("csv", {"dir": str(tmp_path / "csv")}),), queue=500)
+    (counts,), err = _host(start, end_line(path.stat().st_size, 60))
+    assert 0 < counts.dropped < total and counts.written + counts.dropped == total and not counts.abandoned
+    rows = sum(len(p.read_text().splitlines()) - 1 for p in (tmp_path / "csv").glob("*.csv"))
+    assert 0 < rows < total
+
+
+def test_with_no_time_left_the_host_counts_what_its_sinks_held_as_dropped_and_still_reports(tmp_path):
+    one = _metrics_file(tmp_path).read_bytes()
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(one * 200)
+    total = one.count(b"\n") * 200
+    start = HostStart(path=str(path), offset=0, sinks=(("csv", {"dir": str(tmp_path / "csv")}),))
+    (counts,), err = _host(start, end_line(path.stat().st_size, 0))
+    assert counts.written + counts.dropped == total and counts.dropped > 0
+    if counts.abandoned:  # the sink still held records when the (zero) wait ran out
+        assert re.search(r"sink csv is still busy at the end of the run \(close timeout 0s\): abandoned, \d+", err)
+
+
+def test_a_sink_that_cannot_be_made_in_the_host_fails_alone(tmp_path):
+    path = _metrics_file(tmp_path)
+    data = path.read_bytes()
+    start = HostStart(path=str(path), offset=0, sinks=(("csv", {}), ("caffe-csv", {"outdir": str(tmp_path / "t")})))
+    (bad, good), err = _host(start, end_line(len(data), 60))
+    assert (bad.written, bad.failed) == (0, data.count(b"\n")) and "cannot be made in the sink host" in err
+    assert (good.written, good.failed) == (data.count(b"\n"), 0)
+    assert (tmp_path / "t" / "train.train").exists()
+
+
+def test_which_sinks_the_host_runs_follows_sinks_host():
+    from trainvisor.config import SinksConfig
+    from trainvisor.sinks import jsonl
+    from trainvisor.sinks.host import hosted_names
+
+    use = ("prometheus", "tensorboard", "my-sink", "csv")
+    built = jsonl._c_format is not None and jsonl._FAST
+    assert hosted_names(SinksConfig(use=use)) == (("tensorboard", "csv") if built else ())  # auto
+    assert hosted_names(SinksConfig(use=use, host="on")) == ("tensorboard", "csv")
+    assert hosted_names(SinksConfig(use=use, host="off")) == ()
+    assert hosted_names(SinksConfig(use=("prometheus", "jsonl"), host="on")) == ()  # they stay in the run
+
+
+@pytest.mark.parametrize("given, shown", [("off", "off"), ("on", "on"), ("auto", "auto")])
+def test_the_flag_and_the_file_set_sinks_host(tmp_path, given, shown):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR")}
+    env["PYTHONPATH"] = str(ROOT)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"sinks:\n  host: {given}\n")  # YAML reads on/off as booleans: the word is meant
+    for argv in (["--config", str(cfg)], ["--sink-host", given]):
+        proc = subprocess.run([sys.executable, "-m", "trainvisor", "config", "show", *argv, "--", "echo"],
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert yaml.safe_load(proc.stdout)["sinks"]["host"] == shown
+
+
+def test_a_bad_sinks_host_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINVISOR")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "trainvisor", "config", "show", "--sink-host", "maybe", "--", "echo"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "sinks.host" in proc.stderr, proc.stderr
+
+
+def test_the_cpu_governor_holds_the_host_to_its_share_of_each_window():
+    from trainvisor.sinks.host.main import CpuGovernor
+
+    wall, cpu = [100.0], [7.0]
+    gov = CpuGovernor(0.2, window=1.0, clock=lambda: wall[0], cpu=lambda: cpu[0])
+    cpu[0] += 0.1
+    wall[0] += 0.3
+    assert gov.pace() == 0.0  # 0.1 s of CPU in 0.3 s: under 0.2 of the window
+    cpu[0] += 0.15
+    wall[0] += 0.1
+    assert gov.pace() == pytest.approx(0.6)  # 0.25 s used by 0.4 s: wait for the window's end
+    wall[0] += 0.7
+    assert gov.pace() == 0.0  # past the window's end: a fresh budget
+    cpu[0] += 5.0  # an hour of quiet banks nothing: one window's share at a time
+    wall[0] += 3600
+    assert gov.pace() == 0.0
+    cpu[0] += 0.3
+    wall[0] += 0.5
+    assert gov.pace() == pytest.approx(0.5)
+    assert CpuGovernor(1.0, clock=lambda: wall[0], cpu=lambda: cpu[0]).pace() == 0.0  # share 1: never paced
