@@ -21,9 +21,10 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Optional, Sequence
 
+from .._frozen import frozen
 from ..defaults import SINK_CPU_SHARE
 from ..stream.faults import FaultCounter
 
@@ -32,7 +33,7 @@ __all__ = ["SinkCounts", "CountingSink", "ThreadedSink", "CloseDeadline"]
 log = logging.getLogger("trainvisor.sinks")
 
 
-@dataclass(frozen=True)
+@frozen
 class SinkCounts:
     """One sink's records at the end of a run: `written` (its write returned), `dropped` (never
     handed to it: its queue was full, or it was still busy when the run ended: `abandoned`),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from .._frozen import frozen
 from ..events import Event, LineBlock, LineRecord, with_stream
 from .faults import FaultCounter
 
@@ -27,7 +27,7 @@ def _component_name(obj: object) -> str:
     return str(name)
 
 
-@dataclass(frozen=True)
+@frozen
 class PipelineStats:
     """What the pipeline has seen so far (a snapshot: safe to hand to another thread)."""
 
