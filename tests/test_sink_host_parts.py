@@ -5,6 +5,7 @@ no time left, the rest counted as dropped."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -170,3 +171,28 @@ def test_the_cpu_governor_holds_the_host_to_its_share_of_each_window():
     wall[0] += 0.5
     assert gov.pace() == pytest.approx(0.5)
     assert CpuGovernor(1.0, clock=lambda: wall[0], cpu=lambda: cpu[0]).pace() == 0.0  # share 1: never paced
+
+
+def test_the_hosts_log_records_cross_as_one_line_each_tracebacks_included(tmp_path):
+    from trainvisor.sinks.host.wire import read_log
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "trainvisor.sinks.host"], input=b"not a start\n",
+                          capture_output=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()  # one record, one line: nothing else printed
+    got = read_log(line)
+    assert got is not None and got.level == logging.ERROR and got.traceback is None
+    assert got.message.startswith("sink host: a bad start line: ")
+    # a sink that fails in the host: its record carries the traceback's text beside the message
+    path = _metrics_file(tmp_path)
+    start = HostStart(path=str(path), offset=0, sinks=(("csv", {"dir": str(tmp_path / "csv")}),))
+    (tmp_path / "csv" / "train.csv").mkdir(parents=True)  # a folder where the train table goes: its writes fail
+    proc = subprocess.run([sys.executable, "-m", "trainvisor.sinks.host"], capture_output=True, env=env, timeout=120,
+                          input=start_line(start) + end_line(path.stat().st_size, 60))
+    records = [read_log(x) for x in proc.stderr.splitlines()]
+    assert records and None not in records
+    failed = [r for r in records if r.level == logging.ERROR]
+    assert failed and failed[0].message.startswith("sink csv failed: IsADirectoryError")
+    assert failed[0].traceback.startswith("Traceback (most recent call last):") and "\n" in failed[0].traceback
+    assert read_log(b"Traceback (most recent call last):") is None  # an interpreter's own lines are not records

@@ -110,6 +110,8 @@ class OneLineFormatter(MaskingFormatter):
         if exc is not None:
             said = f"{type(exc).__name__}: {exc}"
             text += ("" if said in text else f" ({said})") + " (traceback in the run log)"
+        elif record.exc_text:  # a record relayed from another process (the sink host) with its traceback's text
+            text += " (traceback in the run log)"
         return mask_text(" ".join(text.splitlines()))
 
 

@@ -17,7 +17,7 @@ not fit is dropped and counted, never waited for; at the end what it holds is wr
 miss rows of a flood (counted in the summary: `dropped`); metrics.jsonl keeps every record, and
 `sinks.host: off` gives the old contract back. No training prints at that rate for long.
 
-The modules: wire.py (the start message, the control lines, the counts), follower.py (whole lines
+The modules: wire.py (the start message, the control lines, the counts, the log records), follower.py (whole lines
 of a growing file -> events), main.py (the host's loop: `python -m trainvisor.sinks.host`),
 handle.py (the run side: spawn, tell, wait for the counts; each hosted sink as the summary sees it).
 

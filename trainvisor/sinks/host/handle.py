@@ -19,14 +19,12 @@ import threading
 from typing import Callable, Optional
 
 from ..threaded import CloseDeadline, SinkCounts
-from .wire import HostStart, end_line, outcome_line, read_counts, start_line
+from .wire import HostStart, end_line, outcome_line, read_counts, read_log, start_line
 
 __all__ = ["SinkHost", "HostedSink"]
 
 log = logging.getLogger("trainvisor.sinks")
 
-_LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR,
-           "CRITICAL": logging.CRITICAL}
 
 
 class SinkHost:
@@ -139,16 +137,19 @@ class SinkHost:
             self._out_done.set()
 
     def _relay(self) -> None:
-        """The host's log lines into the run log, at their level (a traceback's lines at its)."""
-        level = logging.INFO
+        """The host's log records into the run's log as the run's own (a hosted sink's message
+        reads as it would in the run; a traceback goes to the run log, the console says where).
+        A line that is not a record (a library's print, a crashing interpreter's traceback) goes
+        to the run log only, named as the host's."""
         for raw in self.proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            head, _, rest = line.partition(" ")
-            if head in _LEVELS:
-                level, line = _LEVELS[head], rest
-            log.log(level, "sink host: %s", line)
+            got = read_log(raw)
+            if got is None:
+                log.info("sink host: %s", raw.decode("utf-8", "replace").rstrip("\n"))
+            elif log.isEnabledFor(got.level):
+                record = log.makeRecord(log.name, got.level, __file__, 0, "%s", (got.message,), None)
+                record.exc_text = got.traceback  # written by the run log's formatter after the message
+                log.handle(record)
         self.proc.stderr.close()
-
 
 class HostedSink:
     """A hosted sink in the run's list, under its label: counted by the host. Made before the

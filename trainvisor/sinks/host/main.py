@@ -26,7 +26,7 @@ from ...defaults import SINK_CLOSE_TIMEOUT
 from ...stream.faults import FaultCounter
 from ..threaded import CloseDeadline, ThreadedSink
 from .follower import JsonlFollower
-from .wire import HostStart, counts_line, read_control, read_start
+from .wire import HostStart, counts_line, log_line, read_control, read_start
 
 __all__ = ["main", "NICE"]
 
@@ -64,7 +64,9 @@ class _Controls:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+    root = logging.getLogger()
+    root.addHandler(_RecordLines())
+    root.setLevel(logging.INFO)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the run's to hear: it ends us by stdin
     try:
         os.nice(NICE)
@@ -75,7 +77,7 @@ def main() -> int:
     try:
         start = read_start(first)
     except (ValueError, TypeError) as exc:
-        log.error("a bad start line: %s", exc)
+        log.error("sink host: a bad start line: %s", exc)
         return 2
     controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
     deadline = CloseDeadline(SINK_CLOSE_TIMEOUT)  # capped by what the run still waits, at the end
@@ -210,6 +212,18 @@ def _tell(sinks: list, outcome: tuple[int, bool], faults: FaultCounter) -> None:
                 hook(*outcome)
             except Exception as exc:
                 faults.record("sink " + s.name + " set_outcome", exc)
+
+
+class _RecordLines(logging.Handler):
+    """Each record as one line on stderr (wire.log_line), its traceback as text beside it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tb = logging.Formatter().formatException(record.exc_info) if record.exc_info else None
+            sys.stderr.buffer.write(log_line(record.levelno, record.getMessage(), tb))
+            sys.stderr.buffer.flush()
+        except Exception:  # as logging's own handlers: a broken record never ends the host
+            self.handleError(record)
 
 
 class _Broken:

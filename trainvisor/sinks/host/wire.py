@@ -4,19 +4,21 @@ On the host's stdin: the start (`HostStart`, one line), then control lines: `{"o
 code, stopped]}` (how the training ended, for MLflow's status) and `{"end": N}` (the run has
 closed metrics.jsonl at N bytes: read to there, close the sinks, report; `"within": S`, the
 seconds the run still waits: what is not written by then is counted as dropped). On its stdout: one line
-`{"counts": [...]}`, each hosted sink's `SinkCounts`. Kept apart from the loop so both sides read
+`{"counts": [...]}`, each hosted sink's `SinkCounts`. On its stderr: each log record as one line
+(`log_line`): the run logs it as its own, so a hosted sink's message reads as it would in the
+run, and a traceback goes to the run log, not onto the training's stderr. Kept apart from the loop so both sides read
 and write the same shape, and a test can read it."""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from ...defaults import SINK_CPU_SHARE, SINK_QUEUE
 from ..threaded import SinkCounts
 
 __all__ = ["HostStart", "Control", "start_line", "read_start", "outcome_line", "end_line", "read_control",
-           "counts_line", "read_counts"]
+           "counts_line", "read_counts", "LogLine", "log_line", "read_log"]
 
 
 @dataclass(frozen=True)
@@ -94,5 +96,27 @@ def read_counts(line: bytes) -> Optional[tuple[SinkCounts, ...]]:
     try:
         d = json.loads(line)
         return tuple(SinkCounts(**c) for c in d["counts"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class LogLine(NamedTuple):
+    """A host's log record, as the run re-logs it: its level, its message, its traceback's text."""
+
+    level: int
+    message: str
+    traceback: Optional[str] = None
+
+
+def log_line(level: int, message: str, traceback: Optional[str]) -> bytes:
+    return (json.dumps({"log": [level, message, traceback]}) + "\n").encode()
+
+
+def read_log(line: bytes) -> Optional[LogLine]:
+    """A record `log_line` wrote, or None for a line that is not one (a library's own print, an
+    interpreter's dying words)."""
+    try:
+        level, message, tb = json.loads(line)["log"]
+        return LogLine(int(level), str(message), None if tb is None else str(tb))
     except (ValueError, KeyError, TypeError):
         return None
