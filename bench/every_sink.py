@@ -7,7 +7,11 @@ MLflow (a local file store), against `CHILD | cat` and against JSONL alone, in o
     glog does): its own run time under trainvisor with every sink vs under `| cat`
     (target <= 1.05x).
 (b) the child writes `--lines-b` lines as fast as it can in 64 KiB writes: lines/s through
-    `trainvisor run` with every sink vs with JSONL only, alternating (target >= 0.8x).
+    `trainvisor run` with every sink vs with JSONL only, alternating (target >= 0.8x), two ways:
+    the throughput while the training writes (parsed lines per second from the child's start to
+    the run's end of parsing, from the run log's timestamps), and over the whole process (parsed
+    lines per second of the `trainvisor run` process, its start-up and its close included: a
+    fixed cost per run, the sinks writing what they hold, which a 2 s flood makes large).
 Then each sink's counts (written, dropped, failed) from the run log, and what the receivers got.
 
     python bench/every_sink.py [--lines-a 1000000] [--rate 100000] [--lines-b 1000000] [--rounds 1]

@@ -171,10 +171,10 @@ class ThreadedSink:
 
     def skip(self, n: int) -> None:
         """`n` records never handed to it, counted as dropped: a batch its feeder did not even
-        decode, being more than a queue behind (the sink host under a flood)."""
+        decode, the sinks being a queue or more behind (the sink host under a flood)."""
         with self._lock:
             self.dropped += n
-        self._say_dropping("its feeder is more than its queue (%d records) behind the metrics file")
+        self._say_dropping("it is more than its queue (%d records) behind the metrics file")
 
     def _say_dropping(self, why: str) -> None:
         """Once a run, the first drop: the summary has the count; a person reading the run log
@@ -210,7 +210,7 @@ class ThreadedSink:
             self._batches.clear()
             self._pending = self._in_flight = 0
         log.error("sink %s is still busy at the end of the run (close timeout %gs): abandoned, %d record(s) "
-                  "unwritten", self.name, self._deadline.timeout, lost)
+                  "unwritten", self.name, round(self._deadline.timeout, 2), lost)
 
     def counts(self) -> SinkCounts:
         """Its records written, dropped and failed. A sink that holds records of its own after its
