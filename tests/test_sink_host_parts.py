@@ -151,27 +151,24 @@ def test_a_bad_sinks_host_is_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "sinks.host" in proc.stderr, proc.stderr
 
 
-def test_the_cpu_governor_holds_the_host_to_its_share_of_each_window():
+def test_the_cpu_governor_holds_the_host_to_its_share_and_a_burst_is_paid_back_by_waiting():
     from trainvisor.sinks.host.main import CpuGovernor
 
     wall, cpu = [100.0], [7.0]
-    gov = CpuGovernor(0.2, window=1.0, clock=lambda: wall[0], cpu=lambda: cpu[0])
-    cpu[0] += 0.1
-    wall[0] += 0.3
-    assert gov.pace() == 0.0  # 0.1 s of CPU in 0.3 s: under 0.2 of the window
-    cpu[0] += 0.15
-    wall[0] += 0.1
-    assert gov.pace() == pytest.approx(0.6)  # 0.25 s used by 0.4 s: wait for the window's end
-    wall[0] += 0.7
-    assert gov.pace() == 0.0  # past the window's end: a fresh budget
-    cpu[0] += 5.0  # an hour of quiet banks nothing: one window's share at a time
-    wall[0] += 3600
-    assert gov.pace() == 0.0
-    cpu[0] += 0.3
+    gov = CpuGovernor(0.25, window=1.0, clock=lambda: wall[0], cpu=lambda: cpu[0])
+    cpu[0] += 0.125
     wall[0] += 0.5
-    assert gov.pace() == pytest.approx(0.5)
+    assert gov.pace() == 0.0  # 0.125 s of CPU from a full bucket of 0.25: 0.125 left
+    cpu[0] += 0.5  # a sink wrote a full queue: 0.5 s of CPU in no time
+    assert gov.pace() == pytest.approx(0.375 / 0.25)  # 0.375 s in debt: 1.5 s to refill at 0.25 a second
+    wall[0] += 1.5
+    assert gov.pace() == pytest.approx(0.0)  # paid back
+    wall[0] += 3600  # an hour of quiet fills the bucket to one window's worth, no more
+    cpu[0] += 0.25
+    assert gov.pace() == pytest.approx(0.0)  # 0.25 used of 0.25: empty, not in debt
+    cpu[0] += 0.25
+    assert gov.pace() == pytest.approx(1.0)  # the hour banked nothing beyond the window
     assert CpuGovernor(1.0, clock=lambda: wall[0], cpu=lambda: cpu[0]).pace() == 0.0  # share 1: never paced
-
 
 def test_the_hosts_log_records_cross_as_one_line_each_tracebacks_included(tmp_path):
     from trainvisor.sinks.host.wire import read_log

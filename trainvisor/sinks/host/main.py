@@ -140,28 +140,29 @@ class ShownConfig(dict):
 
 class CpuGovernor:
     """Keeps the whole host (its reader, its sinks' threads, their imports) to `share` of one
-    core while the training runs: in each `window` of wall time, once the process has used
-    `share` of it in CPU, `pace` says how long to wait for the next window. Only the reader
-    waits: the sinks then drain what they hold and idle, and what comes meanwhile falls more than
-    a queue behind and is counted, not decoded. A window, not the run's total, so an hour of
-    quiet does not bank an hour of CPU for the next flood."""
+    core while the training runs: a bucket of CPU seconds, filled at `share` a wall second and
+    holding at most one `window`'s worth (an hour of quiet banks no hour of CPU for the next
+    flood), from which the process's CPU is taken as it is used. It may go below zero: a sink
+    that wrote a full queue, an import of a second, is paid back by waiting. `pace` says how long
+    until the bucket is above zero again; only the reader waits, and what comes meanwhile falls
+    more than a queue behind and is counted, not decoded, so over any stretch the host's CPU is
+    `share` of it plus one window's worth."""
 
     def __init__(self, share: float, *, window: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  cpu: Callable[[], float] = time.process_time) -> None:
         self.share, self.window, self._clock, self._cpu = share, window, clock, cpu
-        self._start, self._cpu0 = clock(), cpu()
+        self._tokens = share * window
+        self._wall, self._used = clock(), cpu()
 
     def pace(self) -> float:
         """Seconds to wait now (0: go on)."""
         if self.share >= 1:
             return 0.0
-        now = self._clock()
-        if now - self._start >= self.window:
-            self._start, self._cpu0 = now, self._cpu()
-            return 0.0
-        if self._cpu() - self._cpu0 < self.share * self.window:
-            return 0.0
-        return self._start + self.window - now
+        wall, used = self._clock(), self._cpu()
+        filled = min(self.share * self.window, self._tokens + (wall - self._wall) * self.share)
+        self._tokens = filled - (used - self._used)
+        self._wall, self._used = wall, used
+        return 0.0 if self._tokens > 0 else -self._tokens / self.share
 
 
 def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
