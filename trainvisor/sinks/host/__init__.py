@@ -10,10 +10,10 @@ leaves every core busy. The JSONL file is complete and written anyway (C-formatt
 reads it instead of being sent the records: nothing is copied twice.
 
 The trade-off, in one sentence: each hosted sink keeps a threaded sink's contract in the run, not
-an inline one's: its own thread and a queue of `sinks.queue` records; under a flood it cannot keep
-up with (the host decodes and tables ~200k records/s; TensorBoard and MLflow fewer), what does
-not fit is dropped and counted, never waited for; at the end what it holds is written within
-`sinks.close_timeout`. So the CSV tables, complete whatever the rate when they ran inline, may now
+an inline one's: its own thread and a queue of `sinks.queue` records; under a flood it cannot
+keep up with (in its share of a core the host decodes ~25k records/s; TensorBoard and MLflow
+write fewer), what does not fit is dropped and counted, never waited for; at the end what it
+holds is written within `sinks.close_timeout`. So the CSV tables, complete whatever the rate when they ran inline, may now
 miss rows of a flood (counted in the summary: `dropped`); metrics.jsonl keeps every record, and
 `sinks.host: off` gives the old contract back. No training prints at that rate for long.
 

@@ -7,7 +7,8 @@ counted, as it would in the run), and feeds them what metrics.jsonl holds from t
 A stretch of the file more than a queue behind its end, or that no sink has room for, is counted,
 not decoded: under a flood the host keeps up with the file at the cost of counting its lines, so
 the run never waits on it for more than what the queues hold; and while the training runs the
-whole host keeps to `sinks.cpu_share` of one core (`CpuGovernor`). A failing sink is contained and counted as in the run (a sink's own
+host keeps to `sinks.cpu_share` of one core: its reader half of it (`CpuGovernor`), its sinks
+the other half in equal parts (ThreadedSink's pauses). A failing sink is contained and counted as in the run (a sink's own
 queue, the webhook's, through its `delivery()`). It ends when the run sends the file's final
 length (read to it, close the sinks within the run's remaining wait, print the counts) or when
 stdin ends without it (the run died: what the file holds is read, the sinks closed, and the host
@@ -81,10 +82,15 @@ def main() -> int:
         return 2
     controls = _Controls(stdin)  # first: the run may end while the sinks are being made (a slow import)
     deadline = CloseDeadline(SINK_CLOSE_TIMEOUT)  # capped by what the run still waits, at the end
-    sinks = _make(start, deadline)
+    # While the training runs the host takes `cpu_share` of one core: half for its reader (what
+    # every sink is fed from), half for the sinks in equal parts, so a slow one (MLflow's file
+    # store: ~50 us a metric) drops its own records instead of starving the others.
+    reader_share, sink_share = ((start.cpu_share / 2, start.cpu_share / (2 * max(1, len(start.sinks))))
+                                if start.cpu_share < 1 else (1.0, 1.0))
+    sinks = _make(start, deadline, sink_share)
     follower = JsonlFollower(start.path, start.offset)
     faults = FaultCounter(log)
-    _pump(follower, sinks, controls, start.queue, CpuGovernor(start.cpu_share))
+    _pump(follower, sinks, controls, start.queue, CpuGovernor(reader_share, cpu=time.thread_time))
     if controls.within is not None:
         deadline.cap(controls.within * CLOSE_SHARE)
     if controls.outcome is not None:
@@ -98,7 +104,7 @@ def main() -> int:
     return 0
 
 
-def _make(start: HostStart, deadline: CloseDeadline) -> list:
+def _make(start: HostStart, deadline: CloseDeadline, share: float = 1.0) -> list:
     """Each sink made with its options, as the run would make it; one that cannot be made is
     said and left out (the run has made each once already: this is the rare case where the
     host's environment differs)."""
@@ -116,7 +122,7 @@ def _make(start: HostStart, deadline: CloseDeadline) -> list:
             log.error("sink %s: cannot be made in the sink host: %s", label, exc)
             sink = _Broken(label)
         # its slow set-up (an import) starts now, on its thread, before the file has much to say
-        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=1.0))
+        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=share))
     return sinks
 
 
@@ -139,14 +145,13 @@ class ShownConfig(dict):
 
 
 class CpuGovernor:
-    """Keeps the whole host (its reader, its sinks' threads, their imports) to `share` of one
-    core while the training runs: a bucket of CPU seconds, filled at `share` a wall second and
-    holding at most one `window`'s worth (an hour of quiet banks no hour of CPU for the next
-    flood), from which the process's CPU is taken as it is used. It may go below zero: a sink
-    that wrote a full queue, an import of a second, is paid back by waiting. `pace` says how long
-    until the bucket is above zero again; only the reader waits, and what comes meanwhile falls
-    more than a queue behind and is counted, not decoded, so over any stretch the host's CPU is
-    `share` of it plus one window's worth."""
+    """Keeps the host's reader (its thread's CPU: `cpu`) to `share` of one core while the
+    training runs: a bucket of CPU seconds, filled at `share` a wall second and holding at most
+    one `window`'s worth (an hour of quiet banks no hour of CPU for the next flood), from which
+    the CPU is taken as it is used; a burst is paid back by waiting. `pace` says how long until
+    the bucket is above zero again; what comes meanwhile falls more than a queue behind and is
+    counted, not decoded. (The sinks keep to their parts on their own threads: ThreadedSink's
+    `cpu_share`.)"""
 
     def __init__(self, share: float, *, window: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  cpu: Callable[[], float] = time.process_time) -> None:
