@@ -57,7 +57,10 @@ def test_a_limit_stops_the_follower_and_what_is_left_is_counted(tmp_path):
     f = JsonlFollower(str(path), 0)
     first = f.read(limit)
     assert f.offset == limit and len(first) == data[:limit].count(b"\n")
-    assert f.lines_left(len(data)) == data.count(b"\n") - len(first)
+    rest = data.count(b"\n") - len(first)
+    assert f.records_in(data[limit:]) == rest  # what the host counts when it skips a stretch
+    assert f.records_in(data[limit:-1]) == rest  # a last line without its newline is a record too
+    assert f.records_in(b'{"event": "notice", "code": "x"}\n' + data[limit:]) == rest  # notices are not
     assert f.read(limit) == []
     f.close()
 

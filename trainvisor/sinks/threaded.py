@@ -153,7 +153,7 @@ class ThreadedSink:
     def write(self, events: Sequence[object]) -> None:
         n = len(events)
         with self._lock:
-            if not (self._closing or (self._pending and self._pending + n > self.capacity)):
+            if self._fits(n):
                 self._batches.append(list(events))  # the caller's list is not ours to keep
                 self._pending += n
                 self._start()
@@ -167,7 +167,12 @@ class ThreadedSink:
     def has_room(self, n: int) -> bool:
         """Whether a batch of `n` records would be taken now (`write` would not drop it)."""
         with self._lock:
-            return not (self._closing or (self._pending and self._pending + n > self.capacity))
+            return self._fits(n)
+
+    def _fits(self, n: int) -> bool:
+        """(Under the lock.) Not closing, and room for `n` more: a batch larger than the whole
+        queue is taken when the queue is empty, so no batch is too big to ever be written."""
+        return not (self._closing or (self._pending and self._pending + n > self.capacity))
 
     def skip(self, n: int) -> None:
         """`n` records never handed to it, counted as dropped: a batch its feeder did not even

@@ -68,21 +68,6 @@ class JsonlFollower:
         lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data.strip()))
         return lines - data.count(_NOTICE)
 
-    def lines_left(self, end: int) -> int:
-        """The lines between where it is and `end` (a last one without its newline counted)."""
-        if self._fh is None or end <= self.offset:
-            return 0
-        self._fh.seek(self.offset)
-        n, left, tail = 0, end - self.offset, b""
-        while left > 0:
-            block = self._fh.read(min(left, 1 << 22))
-            if not block:
-                break
-            n += block.count(b"\n")
-            left -= len(block)
-            tail = block[-1:]
-        return n + (tail not in (b"", b"\n"))
-
     def size(self) -> int:
         try:
             return os.path.getsize(self.path)
