@@ -26,19 +26,21 @@ PyObject *latest_update(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "latest_update: positions must name 7 fields");
         return NULL;
     }
-    Py_ssize_t at[N_FIELDS];
-    for (int i = 0; i < N_FIELDS; i++)
+    Py_ssize_t at[N_FIELDS], last = 0;  /* last: the highest position read from a record */
+    for (int i = 0; i < N_FIELDS; i++) {
         if ((at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(positions, i))) < 0) {
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "latest_update: a negative position");
             return NULL;
         }
+        if (at[i] > last) last = at[i];
+    }
     PyObject *seq = PySequence_Fast(events, "latest_update: events must be a sequence");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), metrics = 0, checkpoints = 0;
     PyObject **items = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *ev = items[i];
-        if (Py_TYPE(ev) == (PyTypeObject *)metric_type && PyTuple_GET_SIZE(ev) > at[F_EPOCH]) {
+        if (Py_TYPE(ev) == (PyTypeObject *)metric_type && PyTuple_GET_SIZE(ev) > last) {
             PyObject *rank = PyTuple_GET_ITEM(ev, at[F_RANK]);
             PyObject *key = PyTuple_Pack(4, PyTuple_GET_ITEM(ev, at[F_NAME]), PyTuple_GET_ITEM(ev, at[F_PHASE]),
                                          PyTuple_GET_ITEM(ev, at[F_NET]), rank);
