@@ -290,3 +290,56 @@ def test_a_threaded_sinks_prepare_runs_on_its_thread_before_any_record():
     threaded.write([1])
     threaded.close()
     assert calls == [("prepare", "trainvisor-sink-slow"), ("write", "trainvisor-sink-slow")]
+
+
+def test_begin_close_lets_the_thread_drain_without_waiting_and_close_then_waits_once():
+    sink = BlockingSink()
+    threaded = ThreadedSink(sink, "blocking", capacity=10, deadline=CloseDeadline(WAIT))
+    threaded.write([1, 2])  # taken by the thread, which blocks in it
+    assert sink.entered.wait(WAIT)
+    threaded.write([3, 4, 5])  # queued
+    threaded.begin_close()  # returns at once though the sink is still blocked
+    assert not sink.closed and sink.batches == []
+    threaded.write([6])  # closing: dropped, counted
+    sink.release.set()
+    threaded.close()  # waits for the queued batch, the flush and the close
+    assert sink.batches == [2, 3] and sink.closed
+    threaded.close()  # idempotent
+    assert threaded.counts() == SinkCounts("blocking", written=5, dropped=1, failed=0, threaded=True)
+
+
+def test_the_pipeline_begins_every_threaded_sinks_close_before_it_waits_for_one():
+    """At the end each threaded sink drains what it holds at once: the wait is the slowest
+    sink's, not the sum of them. Here the first sink cannot finish until the second has begun
+    closing; closed one after the other, the first would wait for the second for ever."""
+    from trainvisor.parsers import ParserOptions, create_parser
+    from trainvisor.stream.pipeline import Pipeline
+
+    first, second = BlockingSink(), BlockingSink()
+    deadline = CloseDeadline(WAIT)
+    a = ThreadedSink(first, "first", capacity=10, deadline=deadline)
+    b = ThreadedSink(second, "second", capacity=10, deadline=deadline)
+    pipeline = Pipeline(create_parser("generic", ParserOptions(year=2026)), sinks=[a, b])
+    a.write([1])
+    b.write([2])
+    assert first.entered.wait(WAIT) and second.entered.wait(WAIT)
+    b_closing = threading.Event()
+    real_begin = b.begin_close
+
+    def begin_b() -> None:
+        real_begin()
+        b_closing.set()
+
+    b.begin_close = begin_b
+    finisher = threading.Thread(target=pipeline.finish)
+    finisher.start()
+    try:
+        assert b_closing.wait(WAIT)  # the second began closing while the first is still blocked
+        assert not first.closed
+    finally:  # a failure leaves no thread blocked behind it
+        first.release.set()
+        second.release.set()
+        finisher.join(WAIT)
+    assert not finisher.is_alive()
+    assert first.closed and second.closed
+    assert [a.counts().written, b.counts().written] == [1, 1]

@@ -125,6 +125,13 @@ class Pipeline:
         """End of input: drain the parser, flush and close the sinks."""
         self._finish_parser()
         self._each_sink("flush")
+        for sink in self.sinks:  # threaded sinks drain at once: the end waits for the slowest, not the sum
+            begin = getattr(sink, "begin_close", None)
+            if begin is not None:
+                try:
+                    begin()
+                except Exception as exc:
+                    self.faults.record("sink " + _component_name(sink), exc)
         self._each_sink("close")
 
     def restart(self, parser: "Parser") -> None:
