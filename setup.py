@@ -33,7 +33,7 @@ setup(
         Extension(
             "trainvisor.sinks._format",
             ["trainvisor/sinks/_format.c", "trainvisor/sinks/_pivot.c", "trainvisor/sinks/_phase_csv.c",
-             "trainvisor/sinks/_latest.c"],
+             "trainvisor/sinks/_latest.c", "trainvisor/sinks/_count.c"],
             depends=_SHARED + ["trainvisor/sinks/_format.h"],
             optional=True,
         ),

@@ -11,7 +11,10 @@ MLflow (a local file store), against `CHILD | cat` and against JSONL alone, in o
     the throughput while the training writes (parsed lines per second from the child's start to
     the run's end of parsing, from the run log's timestamps), and over the whole process (parsed
     lines per second of the `trainvisor run` process, its start-up and its close included: a
-    fixed cost per run, the sinks writing what they hold, which a 2 s flood makes large).
+    fixed cost per run, the sinks writing what they hold, which a 2 s flood makes large). Beside
+    them: the child's own flood time on each side, and the least the every-sink run can take with
+    its measured CPU (the JSONL-only run's, the sinks' writes, and their set-up: the sink host's
+    imports and its libraries', timed alone) spread over every core.
 Then each sink's counts (written, dropped, failed) from the run log, and what the receivers got.
 
     python bench/every_sink.py [--lines-a 1000000] [--rate 100000] [--lines-b 1000000] [--rounds 1]
@@ -248,16 +251,18 @@ def flat_out(a, child: str, elapsed: str, tmp: str, names: list[str], receiver: 
     n = sum(1 for _ in open(log, "rb"))
     argv = [sys.executable, child, str(log), "chunks", "0", "-", elapsed]
     jsonl, every, cpu_jsonl, cpu_every, extra, parsed_jsonl, parsed_every = [], [], [], [], [], [], []
-    window_jsonl, window_every, close_every = [], [], []
+    window_jsonl, window_every, close_every, flood_jsonl, flood_every = [], [], [], [], []
     for r in range(a.rounds):
         jsonl_dir = os.path.join(tmp, f"run-b-jsonl-{r}")
         jsonl.append(trainvisor_run(argv, jsonl_dir, None, None, cpu_jsonl))
+        flood_jsonl.append(float(open(elapsed).read()))
         parsed_jsonl.append(lines_parsed(jsonl_dir))
         window_jsonl.append(phases(jsonl_dir)[0])
         port = free_port()
         run_dir = os.path.join(tmp, f"run-b-every-{r}")
         every.append(trainvisor_run(argv, run_dir, config_file(tmp, names, receiver, port),
                                     port if "prometheus" in names else None, cpu_every))
+        flood_every.append(float(open(elapsed).read()))
         parsed_every.append(lines_parsed(run_dir))
         w, c = phases(run_dir)
         window_every.append(w)
@@ -283,14 +288,41 @@ def flat_out(a, child: str, elapsed: str, tmp: str, names: list[str], receiver: 
     print(f"    throughput while the training writes (parsed lines per second of parsing, the run's close "
           f"apart): JSONL only {r_jsonl / 1e3:.0f}k, every sink {r_every / 1e3:.0f}k: {r_every / r_jsonl:.3f}x "
           f"(target >= 0.8x); the every-sink run's close {statistics.median(close_every):.2f} s (median)")
+    print(f"    the child's flood (its own clock): {statistics.median(flood_jsonl):.2f} s beside JSONL only, "
+          f"{statistics.median(flood_every):.2f} s beside every sink (the sinks' set-up and writes share the "
+          f"machine with it)")
     # The floor no design can go under: the JSONL-only run's CPU plus what the extra sinks' writes
-    # took (measured on their threads, while they kept up or shed), spread over every core.
+    # took (measured on their threads, while they kept up or shed) plus their set-up (the imports
+    # of the sink host and its libraries, measured alone), spread over every core.
     cores = os.cpu_count() or 1
     c_jsonl, s_extra = statistics.median(cpu_jsonl), statistics.median(extra)
-    floor = max(t_jsonl, (c_jsonl + s_extra) / cores)
-    print(f"    CPU: JSONL-only run {c_jsonl:.2f} s (trainvisor and the child), the extra sinks' writes {s_extra:.2f} s "
-          f"(every-sink run in all {statistics.median(cpu_every):.2f} s); with that work spread perfectly over "
-          f"{cores} cores the every-sink run needs at least {floor:.2f} s: at best {t_jsonl / floor:.3f}x")
+    setup = sink_setup_cpu(names)
+    floor = max(t_jsonl, (c_jsonl + s_extra + setup) / cores)
+    print(f"    CPU: JSONL-only run {c_jsonl:.2f} s (trainvisor and the child), the extra sinks' writes {s_extra:.2f} s, "
+          f"their set-up {setup:.2f} s (every-sink run in all {statistics.median(cpu_every):.2f} s); with that work "
+          f"spread perfectly over {cores} cores the every-sink run needs at least {floor:.2f} s: at best "
+          f"{t_jsonl / floor:.3f}x in lines through")
+
+
+SETUP = {  # what each hosted sink imports before its first record (its `prepare`, or its first write)
+    "tensorboard": "from trainvisor.sinks.tb_events import _modules; _modules()",
+    "mlflow": "import mlflow.entities, mlflow.tracking",
+    "webhook": "import trainvisor.sinks.webhook",
+    "csv": "import trainvisor.sinks.phase_csv",
+}
+
+
+def sink_setup_cpu(names: list[str], rounds: int = 3) -> float:
+    """CPU seconds (median of `rounds`) of a process that imports what the sink host imports for
+    `names`: the host's own modules and each hosted sink's library, nothing written."""
+    code = "; ".join(["import trainvisor.sinks.host.main"] + [SETUP[n] for n in names if n in SETUP])
+    spent = []
+    for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(spent)
 
 
 if __name__ == "__main__":

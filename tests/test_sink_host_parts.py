@@ -196,3 +196,44 @@ def test_the_hosts_log_records_cross_as_one_line_each_tracebacks_included(tmp_pa
     assert failed and failed[0].message.startswith("sink csv failed: IsADirectoryError")
     assert failed[0].traceback.startswith("Traceback (most recent call last):") and "\n" in failed[0].traceback
     assert read_log(b"Traceback (most recent call last):") is None  # an interpreter's own lines are not records
+
+
+def test_a_counted_middle_has_the_records_a_read_would_have_counted(tmp_path, monkeypatch):
+    """What the host passes over unread at the end (a flood's middle) is counted in large blocks
+    cut at whole lines: the same count as `records_in` of the same bytes, notices left out, and
+    none lost or doubled where a block ends (small blocks here: a notice on every block edge)."""
+    from trainvisor.sinks.host import follower as follower_module
+
+    one = _metrics_file(tmp_path).read_bytes()
+    lines = one.splitlines(keepends=True)
+    notice = b'{"event": "notice", "code": "x", "message": "m"}\n'
+    data = b"".join(line + (notice if i % 7 == 0 else b"") for i, line in enumerate(lines * 3))
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(data)
+    monkeypatch.setattr(follower_module, "COUNT_BLOCK", 1000)
+    f = JsonlFollower(str(path), 0)
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    spans = [(0, len(data)), (starts[5], starts[-40]), (starts[1], starts[2]), (starts[9], starts[9])]
+    c_count = follower_module._c_count
+    monkeypatch.setattr(follower_module, "_c_count", None)  # the Python loop, in 1000-byte blocks
+    for start, stop in spans:
+        assert f.count_records(start, stop) == f.records_in(data[start:stop])
+    assert f.count_records(0, len(data)) == len(lines) * 3  # every metric, no notice
+    # line_start: the first line start at or after a position
+    assert f.line_start(starts[3]) == starts[3] and f.line_start(starts[3] + 1) == starts[4]
+    assert f.line_start(len(data) - 1) == len(data)
+    f.close()
+    if c_count is None:
+        pytest.skip("the C extensions are not built (python setup.py build_ext --inplace): the C count untested")
+    monkeypatch.setattr(follower_module, "_c_count", c_count)  # the C count, in its 4 MiB blocks
+    f = JsonlFollower(str(path), 0)
+    for start, stop in spans:
+        assert f.count_records(start, stop) == f.records_in(data[start:stop])
+    f.close()
+    big = tmp_path / "big.jsonl"  # several of the C count's blocks
+    copies = (9 << 20) // len(data) + 1
+    big.write_bytes(data * copies)
+    g = JsonlFollower(str(big), 0)
+    assert g.count_records(0, big.stat().st_size) == len(lines) * 3 * copies
+    g.close()
+

@@ -343,3 +343,41 @@ def test_the_pipeline_begins_every_threaded_sinks_close_before_it_waits_for_one(
     assert not finisher.is_alive()
     assert first.closed and second.closed
     assert [a.counts().written, b.counts().written] == [1, 1]
+
+
+class CostlySink(BlockingSink):
+    """Takes 1/64 s of (a fake) CPU a record; its second write blocks until `release`."""
+
+    name = "costly"
+
+    def __init__(self, clock: list) -> None:
+        super().__init__()
+        self.clock, self.calls = clock, 0
+
+    def write(self, events) -> None:
+        self.clock[0] += len(events) / 64
+        self.calls += 1
+        if self.calls == 1:
+            self.batches.append(len(events))
+            return
+        super().write(events)
+
+
+def test_a_slow_sinks_queue_holds_at_most_its_backlog_of_writing_at_its_measured_cost(caplog):
+    clock = [0.0]
+    sink = CostlySink(clock)
+    threaded = ThreadedSink(sink, "costly", capacity=100, deadline=CloseDeadline(WAIT), cpu_share=1.0,
+                            backlog=5 / 64, cpu_clock=lambda: clock[0])
+    threaded.write([1, 2])  # written at once: 1/64 s a record, measured
+    threaded.write([3])  # blocks in the sink: the first batch is counted by now
+    assert sink.entered.wait(WAIT)
+    threaded.write([4, 5, 6])  # an empty queue takes any batch
+    threaded.write([7, 8])  # 5 records: 5/64 s of writing, the whole backlog
+    assert not threaded.has_room(1)  # a sixth would be more than the backlog, though 95 records would fit
+    threaded.write([9])  # dropped, counted
+    sink.release.set()
+    threaded.close()
+    assert sink.batches == [2, 1, 3, 2] and sink.closed
+    assert threaded.counts() == SinkCounts("costly", written=8, dropped=1, failed=0, threaded=True)
+    assert ("sink costly: its queue holds its share of sinks.backlog (0.078125s of its writing) (it writes slower "
+            "than records come)") in caplog.text

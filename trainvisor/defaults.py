@@ -12,7 +12,7 @@ __all__ = [
     "GRACE", "EXIT_CHECKPOINT_WAIT",
     "PARSER", "RANKS", "MAX_LINE_BYTES", "KILL_TIMEOUT", "SETTLE", "PARTIAL_AFTER", "UPLOAD_POLICY",
     "UPLOAD_CONCURRENCY", "UPLOAD_RATE_LIMIT", "UPLOAD_RETRY_MAX_DELAY", "DRAIN_TIMEOUT", "RUNS_ROOT", "STOP_GRACE",
-    "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT",
+    "SINK_QUEUE", "SINK_CPU_SHARE", "SINK_CLOSE_TIMEOUT", "SINK_BACKLOG",
     "CALLBACK_QUEUE", "CALLBACK_CLOSE_TIMEOUT", "MAX_RESTARTS", "RESTART_BACKOFF",
 ]
 
@@ -34,6 +34,7 @@ RUNS_ROOT = "trainvisor-runs"   # run.root: where run directories are made
 SINK_QUEUE = 10000              # sinks.queue: records a threaded sink may hold unwritten
 SINK_CPU_SHARE = 0.2           # sinks.cpu_share: of the interpreter, what the threaded sinks take together
 SINK_CLOSE_TIMEOUT = 5.0        # sinks.close_timeout: seconds the threaded sinks get, together, at the end
+SINK_BACKLOG = 0.5              # sinks.backlog: seconds of their own writing the threaded sinks may hold, together
 SETTINGS_FILE_LIMIT = 1 << 20   # bytes a config or rules file may have: a larger one is an error, not minutes of YAML
 CALLBACK_QUEUE = 10000          # callbacks.queue: batch_end events the callbacks may fall behind by
 CALLBACK_CLOSE_TIMEOUT = 5.0    # callbacks.close_timeout: seconds the callbacks get at the end

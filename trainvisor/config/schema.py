@@ -123,6 +123,11 @@ class SinksConfig(Section):
                                     "proportion); in the sink host, the share of one core the host takes. What "
                                     "they cannot take in it is dropped, counted: parsing keeps its pace. "
                                     "1 = no limit.")
+    backlog: float = setting(defaults.SINK_BACKLOG, check=finite_non_negative,
+                             help="Seconds of their own writing (CPU, measured per record as they go) the threaded "
+                                  "sinks may hold unwritten, together (each an equal part), besides `queue`: so "
+                                  "the end of a run waits about this long for what they hold, however slow a "
+                                  "sink's records are (MLflow's file store: ~60 us each). 0 = `queue` alone.")
     close_timeout: float = setting(defaults.SINK_CLOSE_TIMEOUT, check=finite_non_negative,
                                    help="At the end, seconds the run waits for threaded sinks to write what they "
                                         "hold; a sink still busy then is abandoned (its records counted as dropped).")

@@ -96,11 +96,12 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
         from ..sinks.host.handle import start_host
 
         start_host(cfg, sinks, jsonl=jsonl, context=context, deadline=deadline)
-    # `cpu_share` is what the threaded sinks take together: each gets an equal part, so adding
-    # sinks never takes more of the interpreter from parsing
+    # `cpu_share` and `backlog` are what the threaded sinks take together: each gets an equal part,
+    # so adding sinks never takes more of the interpreter from parsing, nor more of the end's wait
     threaded = [s for s in sinks if isinstance(s, ThreadedSink)]
     for s in threaded:
         s.cpu_share = cfg.cpu_share / len(threaded) if cfg.cpu_share < 1 else 1.0
+        s.backlog = cfg.backlog / len(threaded)
     return sinks
 
 

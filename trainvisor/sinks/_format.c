@@ -185,6 +185,7 @@ static PyMethodDef methods[] = {
     {"csv_pivot", csv_pivot, METH_VARARGS, "Caffe CSV tables: the per-metric loop and rows (see _pivot.c)."},
     {"phase_csv_write", phase_csv_write, METH_VARARGS, "Per-phase CSV tables: the per-metric loop (see _phase_csv.c)."},
     {"latest_update", latest_update, METH_VARARGS, "Prometheus' latest values: the per-record loop (see _latest.c)."},
+    {"count_lines", count_lines, METH_VARARGS, "Newlines and a pattern's lines in a stretch of a file, lock released (see _count.c)."},
     {NULL, NULL, 0, NULL},
 };
 

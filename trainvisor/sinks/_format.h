@@ -1,4 +1,4 @@
-/* What the C files of the sinks' extension (_format.c, _pivot.c, _phase_csv.c, _latest.c) share:
+/* What the C files of the sinks' extension (_format.c, _pivot.c, _phase_csv.c, _latest.c, _count.c) share:
  * a growing text buffer, one CSV cell, and the entry points of the others. */
 #ifndef TRAINVISOR_SINKS_FORMAT_H
 #define TRAINVISOR_SINKS_FORMAT_H
@@ -45,5 +45,7 @@ PyObject *csv_pivot(PyObject *self, PyObject *args);
 PyObject *phase_csv_write(PyObject *self, PyObject *args);
 /* latest_update(events, metric_type, checkpoint_type, positions, latest, iteration, epoch): see _latest.c */
 PyObject *latest_update(PyObject *self, PyObject *args);
+/* count_lines(fd, start, stop, pattern) -> (newlines, patterns): see _count.c */
+PyObject *count_lines(PyObject *self, PyObject *args);
 
 #endif /* TRAINVISOR_SINKS_FORMAT_H */

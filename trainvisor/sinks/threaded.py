@@ -118,10 +118,12 @@ class ThreadedSink:
     threaded = True
 
     def __init__(self, sink: object, label: str, *, capacity: int, deadline: CloseDeadline,
-                 cpu_share: float = SINK_CPU_SHARE, cpu_clock: Callable[[], float] = time.thread_time,
+                 cpu_share: float = SINK_CPU_SHARE, backlog: float = 0.0,
+                 cpu_clock: Callable[[], float] = time.thread_time,
                  pause: Optional[Callable[[float], object]] = None) -> None:
         self.sink, self.name, self.capacity, self._deadline = sink, label, capacity, deadline
         self.cpu_share = cpu_share
+        self.backlog = backlog  # seconds of its own writing it may hold (0: `capacity` alone)
         self._cpu_clock = cpu_clock  # this thread's CPU seconds (time waiting on I/O is not counted)
         self._ending = threading.Event()  # set at close: no more pauses
         self._pause = pause or self._ending.wait  # woken early by close
@@ -162,7 +164,9 @@ class ThreadedSink:
             self.dropped += n
             if self._closing:
                 return
-        self._say_dropping("its queue of %d records is full (it writes slower than records come)")
+            full = (f"its queue of {self.capacity} records is full" if self._pending + n > self.capacity else
+                    f"its queue holds its share of sinks.backlog ({self.backlog:g}s of its writing)")
+        self._say_dropping(full + " (it writes slower than records come)")
 
     def has_room(self, n: int) -> bool:
         """Whether a batch of `n` records would be taken now (`write` would not drop it)."""
@@ -170,16 +174,25 @@ class ThreadedSink:
             return self._fits(n)
 
     def _fits(self, n: int) -> bool:
-        """(Under the lock.) Not closing, and room for `n` more: a batch larger than the whole
-        queue is taken when the queue is empty, so no batch is too big to ever be written."""
-        return not (self._closing or (self._pending and self._pending + n > self.capacity))
+        """(Under the lock.) Not closing, and room for `n` more: within `capacity` records and
+        within `backlog` seconds of writing at the CPU its records have taken so far. A batch
+        larger than either is taken when the queue is empty, so no batch is too big to ever be
+        written."""
+        if self._closing:
+            return False
+        if not self._pending:
+            return True
+        if self._pending + n > self.capacity:
+            return False
+        done = self.written + self.failed
+        return not (self.backlog and done and (self._pending + n) * self.cpu > self.backlog * done)
 
     def skip(self, n: int) -> None:
         """`n` records never handed to it, counted as dropped: a batch its feeder did not even
         decode, the sinks being a queue or more behind (the sink host under a flood)."""
         with self._lock:
             self.dropped += n
-        self._say_dropping("it is more than its queue (%d records) behind the metrics file")
+        self._say_dropping(f"it is more than its queue ({self.capacity} records) behind the metrics file")
 
     def _say_dropping(self, why: str) -> None:
         """Once a run, the first drop: the summary has the count; a person reading the run log
@@ -187,8 +200,8 @@ class ThreadedSink:
         with self._lock:
             first, self._said_full = not self._said_full, True
         if first:
-            log.warning("sink %s: " + why + ": dropping what does not fit, counted; metrics.jsonl has every record",
-                        self.name, self.capacity)
+            log.warning("sink %s: %s: dropping what does not fit, counted; metrics.jsonl has every record",
+                        self.name, why)
 
     def flush(self) -> None:
         with self._lock:

@@ -15,6 +15,11 @@ from typing import Optional
 
 from ...events import CheckpointEvent, Metric
 
+try:
+    from .._format import count_lines as _c_count
+except ImportError:  # not built: the Python loop of `count_records`
+    _c_count = None
+
 __all__ = ["JsonlFollower"]
 
 log = logging.getLogger("trainvisor.sinks")
@@ -22,6 +27,7 @@ log = logging.getLogger("trainvisor.sinks")
 _FIELDS = Metric._fields
 _DEFAULTS = tuple(Metric._field_defaults.get(k) for k in _FIELDS)
 _NOTICE = b'"event": "notice"'  # as the run writes it (sinks/jsonl.py, events.Notice)
+COUNT_BLOCK = 1 << 22  # bytes read at a time when only counting
 _CHECKPOINT = ("path", "kind", "iteration", "epoch", "line", "wall_time", "stream")
 
 
@@ -43,11 +49,8 @@ class JsonlFollower:
         """`read`'s whole lines, not decoded (b"" when none are there yet): a reader with no
         room for them counts them (`records_in`) and goes on, which costs a thousandth of
         decoding them."""
-        if self._fh is None:
-            try:
-                self._fh = open(self.path, "rb")
-            except FileNotFoundError:
-                return b""
+        if self._open() is None:
+            return b""
         want = self.chunk if limit is None else min(self.chunk, limit - self.offset)
         if want <= 0:
             return b""
@@ -67,6 +70,56 @@ class JsonlFollower:
         run's own lines, as `decode` leaves them out); a last line without its newline counted."""
         lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data.strip()))
         return lines - data.count(_NOTICE)
+
+    def line_start(self, pos: int) -> int:
+        """The first line start at or after `pos` (just past a newline; the file's end when no
+        newline follows), not before this follower's offset."""
+        if pos <= self.offset:
+            return self.offset
+        fh = self._open()
+        if fh is None:
+            return self.offset
+        fh.seek(pos - 1)
+        at = pos - 1
+        while block := fh.read(1 << 16):
+            i = block.find(b"\n")
+            if i >= 0:
+                return at + i + 1
+            at += len(block)
+        return at
+
+    def count_records(self, start: int, stop: int) -> int:
+        """`records_in` of the whole lines of [start, stop) (`stop` a line start), read in 4 MiB
+        blocks into one buffer and never decoded: a flood's skipped middle, counted at the end
+        while the sinks drain (a third of a gigabyte in ~0.2 s here, the interpreter lock free
+        for the sinks all along when the C count is built)."""
+        fh = self._open()
+        if fh is None or stop <= start:
+            return 0
+        if _c_count is not None:  # the same count, with the interpreter lock released (_count.c)
+            lines, notices = _c_count(fh.fileno(), start, stop, _NOTICE)
+            return lines - notices
+        buf = bytearray(min(COUNT_BLOCK, stop - start))
+        view = memoryview(buf)
+        n, pos = 0, start
+        while pos < stop:
+            fh.seek(pos)
+            got = fh.readinto(view[:min(len(buf), stop - pos)])
+            if not got:
+                break
+            cut = buf.rfind(b"\n", 0, got) + 1 or got  # whole lines, so no notice spans two blocks
+            n += buf.count(b"\n", 0, cut) - buf.count(_NOTICE, 0, cut)
+            pos += cut
+        view.release()
+        return n
+
+    def _open(self):
+        if self._fh is None:
+            try:
+                self._fh = open(self.path, "rb")
+            except FileNotFoundError:
+                return None
+        return self._fh
 
     def size(self) -> int:
         try:

@@ -200,7 +200,7 @@ def start_host(cfg, sinks: list, *, jsonl, context, deadline: CloseDeadline) -> 
                       run_id=context.run_id, run_dir=context.run_dir, attempt=context.attempt,
                       identity=dict(context.identity),
                       config=to_dict(context.config, mask_secrets=True) if context.config is not None else None,
-                      queue=cfg.queue, cpu_share=cfg.cpu_share)
+                      queue=cfg.queue, cpu_share=cfg.cpu_share, backlog=cfg.backlog)
     counter = sinks[0]
     host = SinkHost.spawn(start, deadline, lambda: getattr(counter, "written", 0))
     for v in views:

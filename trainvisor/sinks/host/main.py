@@ -90,13 +90,18 @@ def main() -> int:
     sinks = _make(start, deadline, sink_share)
     follower = JsonlFollower(start.path, start.offset)
     faults = FaultCounter(log)
-    _pump(follower, sinks, controls, start.queue, CpuGovernor(reader_share, cpu=time.thread_time))
+    unread = _pump(follower, sinks, controls, start.queue, CpuGovernor(reader_share, cpu=time.thread_time))
     if controls.within is not None:
         deadline.cap(controls.within * CLOSE_SHARE)
     if controls.outcome is not None:
         _tell(sinks, controls.outcome, faults)
     for s in sinks:
         s.begin_close()  # every sink drains what it holds at once: the wait is the slowest's, not the sum
+    if unread is not None:  # counted meanwhile: every sink dropped it
+        skipped = follower.count_records(*unread)
+        for s in sinks:
+            if skipped:
+                s.skip(skipped)
     for s in sinks:
         s.close()  # ... within the shared deadline
     follower.close()
@@ -124,7 +129,8 @@ def _make(start: HostStart, deadline: CloseDeadline, share: float = 1.0) -> list
             log.error("sink %s: cannot be made in the sink host: %s", label, exc)
             sink = _Broken(label)
         # its slow set-up (an import) starts now, on its thread, before the file has much to say
-        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=share))
+        sinks.append(ThreadedSink(sink, label, capacity=start.queue, deadline=deadline, cpu_share=share,
+                                  backlog=start.backlog / len(start.sinks)))
     return sinks
 
 
@@ -173,7 +179,7 @@ class CpuGovernor:
 
 
 def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
-          governor: Optional[CpuGovernor] = None) -> None:
+          governor: Optional[CpuGovernor] = None) -> Optional[tuple[int, int]]:
     """Feed every record up to the final length (or, stdin gone, up to what the file holds). A
     stretch is decoded and handed to the sinks (each drops what its queue cannot take) unless it
     lies more than `queue` records behind the file's end or no sink has room for it: then it is
@@ -181,15 +187,26 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
     run's threaded sinks' queues are, so at the end the host is never more than that behind.
     Until the end is known, `governor` paces it: under a flood the training's cores stay the
     training's (nice +10 alone did not do that: measured, a busy host cut the run's parsing by a
-    third on two cores)."""
+    third on two cores). Once the end is known, a middle more than a queue's worth of records
+    before it is passed over unread: returned as (start, stop) for the caller to count while the
+    sinks drain what they hold (a flood's file is hundreds of MB; reading it first made every
+    sink's close wait for that)."""
     last_flush = time.monotonic()
+    seen_bytes = seen = 0  # what was read so far: the size of a record, to find the last queue's worth
+    unread: Optional[tuple[int, int]] = None
     while True:
         end, gone = controls.end, controls.eof
         if end is None and gone:
             end = follower.size()  # the run died: what it wrote is all there will be
+        if end is not None and unread is None and seen:
+            tail = end - queue * seen_bytes // seen  # where the last `queue` records begin, about
+            if tail - follower.offset > follower.chunk:
+                unread = (follower.offset, follower.line_start(tail))
+                follower.offset = unread[1]
         data = follower.read_lines(end)
         n = follower.records_in(data) if data else 0
         if n:
+            seen_bytes, seen = seen_bytes + len(data), seen + n
             behind = (end if end is not None else follower.size()) - follower.offset
             if behind * n > queue * len(data) or not any(s.has_room(n) for s in sinks):
                 for s in sinks:
@@ -199,7 +216,7 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
                 for s in sinks:
                     s.write(events)  # a sink without room drops the batch, counted
         elif not data and end is not None:  # nothing left up to the end (or the file was cut by hand)
-            return
+            return unread
         elif not data:
             controls.ended.wait(POLL)
         wait = governor.pace() if governor is not None and end is None else 0.0

@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-from ...defaults import SINK_CPU_SHARE, SINK_QUEUE
+from ...defaults import SINK_BACKLOG, SINK_CPU_SHARE, SINK_QUEUE
 from ..threaded import SinkCounts
 
 __all__ = ["HostStart", "Control", "start_line", "read_start", "outcome_line", "end_line", "read_control",
@@ -27,7 +27,8 @@ class HostStart:
     its length when this attempt began), each sink's name and options, the context fields a
     factory may ask for (`config`: the run's configuration as `config.convert.to_dict` shows it,
     secrets masked), `queue`: each sink's bound in records, `sinks.queue`, as in the run, and
-    `cpu_share`: of one core, what the host takes while the training runs (`sinks.cpu_share`)."""
+    `cpu_share`: of one core, what the host takes while the training runs (`sinks.cpu_share`),
+    `backlog`: the seconds of writing its sinks may hold together (`sinks.backlog`)."""
 
     path: str
     offset: int
@@ -39,6 +40,7 @@ class HostStart:
     config: Optional[Mapping[str, Any]] = None
     queue: int = SINK_QUEUE
     cpu_share: float = SINK_CPU_SHARE
+    backlog: float = SINK_BACKLOG
 
 
 @dataclass(frozen=True)
