@@ -222,6 +222,8 @@ def test_a_counted_middle_has_the_records_a_read_would_have_counted(tmp_path, mo
     # line_start: the first line start at or after a position
     assert f.line_start(starts[3]) == starts[3] and f.line_start(starts[3] + 1) == starts[4]
     assert f.line_start(len(data) - 1) == len(data)
+    f.offset = starts[2]  # pass_over: from where the follower is to a line start, unread
+    assert f.pass_over(starts[10] + 3) == (starts[2], starts[11]) and f.offset == starts[11]
     f.close()
     if c_count is None:
         pytest.skip("the C extensions are not built (python setup.py build_ext --inplace): the C count untested")

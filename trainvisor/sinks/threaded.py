@@ -2,8 +2,9 @@
 
 A sink that talks to the network (a webhook, a metrics server) may wait seconds per write; on the
 pipeline thread that wait would stop parsing, and a full pipe would stop the training.
-`ThreadedSink` gives such a sink its own daemon thread behind a queue bounded in records: `write`
-never waits (a batch that does not fit is dropped whole and its records counted). A thread of its
+`ThreadedSink` gives such a sink its own daemon thread behind a queue bounded in records, and in
+seconds of its own writing (`backlog`, at the CPU its records have taken so far): `write` never
+waits (a batch that does not fit is dropped whole and its records counted). A thread of its
 own is not enough on its own: Python runs one thread at a time, and a sink thread busy writing
 (formatting JSON, building protocol buffers) holds the interpreter for 5 ms at a go while the
 pipeline thread waits for it after every chunk it reads; with five such sinks the pipeline parsed a
@@ -213,7 +214,7 @@ class ThreadedSink:
         """Let the thread write what it holds, flush and close the sink, without waiting: the
         closer of several threaded sinks begins every close first, so their drains overlap and
         the end of a run waits for the slowest, not for the sum (at the end of a flood each holds
-        a full queue: MLflow's file store ~0.5 s of it)."""
+        a full queue: its share of `sinks.backlog`)."""
         with self._lock:
             if self._closing:
                 return

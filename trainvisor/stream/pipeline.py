@@ -125,13 +125,7 @@ class Pipeline:
         """End of input: drain the parser, flush and close the sinks."""
         self._finish_parser()
         self._each_sink("flush")
-        for sink in self.sinks:  # threaded sinks drain at once: the end waits for the slowest, not the sum
-            begin = getattr(sink, "begin_close", None)
-            if begin is not None:
-                try:
-                    begin()
-                except Exception as exc:
-                    self.faults.record("sink " + _component_name(sink), exc)
+        self._each_sink("begin_close", optional=True)  # threaded sinks drain at once: the end waits for the slowest
         self._each_sink("close")
 
     def restart(self, parser: "Parser") -> None:
@@ -178,8 +172,11 @@ class Pipeline:
             except Exception as exc:
                 self.faults.record("sink " + _component_name(sink), exc)
 
-    def _each_sink(self, method: str) -> None:
+    def _each_sink(self, method: str, optional: bool = False) -> None:
+        """`method` of every sink, each failure recorded; `optional`: a sink without it is passed over."""
         for sink in self.sinks:
+            if optional and not hasattr(sink, method):
+                continue
             try:
                 getattr(sink, method)()
             except Exception as exc:

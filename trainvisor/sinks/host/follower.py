@@ -71,6 +71,12 @@ class JsonlFollower:
         lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data.strip()))
         return lines - data.count(_NOTICE)
 
+    def pass_over(self, stop: int) -> tuple[int, int]:
+        """Move on to `stop` unread, a line start at or after it (`line_start`): the (start, stop)
+        passed over, for `count_records`."""
+        start, self.offset = self.offset, self.line_start(stop)
+        return start, self.offset
+
     def line_start(self, pos: int) -> int:
         """The first line start at or after `pos` (just past a newline; the file's end when no
         newline follows), not before this follower's offset."""

@@ -201,8 +201,7 @@ def _pump(follower: JsonlFollower, sinks: list, controls: _Controls, queue: int,
         if end is not None and unread is None and seen:
             tail = end - queue * seen_bytes // seen  # where the last `queue` records begin, about
             if tail - follower.offset > follower.chunk:
-                unread = (follower.offset, follower.line_start(tail))
-                follower.offset = unread[1]
+                unread = follower.pass_over(tail)
         data = follower.read_lines(end)
         n = follower.records_in(data) if data else 0
         if n:
