@@ -178,6 +178,10 @@ class KodoServer(ResumableV2):
         """For `seconds`, every connection is closed without a reply."""
         self._down_until = time.monotonic() + seconds
 
+    def up(self) -> None:
+        """The outage `down` began ends now (a test need not wait it out)."""
+        self._down_until = 0.0
+
     def forget_uploads(self) -> None:
         with self._lock:
             self._uploads.clear()

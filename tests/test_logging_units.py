@@ -132,8 +132,10 @@ def test_exc_info_stack_info_and_unpicklable_args_are_logged_from_a_forked_child
 def test_forked_child_holds_none_of_the_writers_descriptors(tmp_path):
     h, log = _handler(tmp_path)
     log.info("parent connected")
-    time.sleep(0.1)  # the writer has accepted the parent's connection
     server = h.server
+    deadline = time.monotonic() + 30
+    while len(server._connections) < 1 and time.monotonic() < deadline:  # until the writer has accepted it
+        time.sleep(0.001)
     fds = [server._listener.fileno(), server.file.fd] + [c.fileno() for c in server._connections]
     assert len(fds) == 3
     pid = os.fork()
