@@ -201,3 +201,21 @@ def test_a_host_that_dies_leaves_the_training_running_and_the_summary_says_so(tm
     n = len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines())
     for name in ("tensorboard", "webhook"):
         assert re.search(rf"sink {name}\s+0 written, {n} failed \(see the run log\)\n", rest), rest[-1500:]
+
+
+@pytest.mark.parametrize("host", ["on", "off"])
+def test_two_sinks_of_one_name_are_counted_under_the_same_labels_hosted_or_not(tmp_path, host):
+    """The run labels a second sink of one name `NAME#N`; the host reports under the run's labels,
+    so each hosted sink is found by its own label (not the first one's counts twice)."""
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"sinks:\n  host: {host}\n  close_timeout: 60\n  use: [csv, csv]\n"
+                   f"  options:\n    csv: {{dir: '{tmp_path}/csv'}}\n")
+    done = subprocess.run(_argv(tmp_path, cfg), env=_env(), capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    counts = {s["name"]: (s["written"], s["dropped"], s["failed"]) for s in summary["sinks"]}
+    n = counts["jsonl"][0]
+    assert n >= _log_metrics()
+    assert counts == {"jsonl": (n, 0, 0), "csv": (n, 0, 0), "csv#3": (n, 0, 0)}
+    said = (tmp_path / "run" / "train.log").read_text()
+    assert ("sink host started" in said) == (host == "on")

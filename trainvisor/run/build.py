@@ -65,10 +65,14 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
     deadline = CloseDeadline(cfg.close_timeout)
     sinks: list = [CountingSink(jsonl, "jsonl")]
 
+    def label(name: str) -> str:
+        """The sink's name in the counts and the summary: a second sink of one name gets `#N`."""
+        return name if all(s.name != name for s in sinks) else f"{name}#{len(sinks) + 1}"
+
     def add(sink: object, name: str, inline: bool) -> None:
-        label = name if all(s.name != name for s in sinks) else f"{name}#{len(sinks) + 1}"
-        sinks.append(CountingSink(sink, label) if inline else
-                     ThreadedSink(sink, label, capacity=cfg.queue, deadline=deadline, cpu_share=cfg.cpu_share))
+        label_ = label(name)
+        sinks.append(CountingSink(sink, label_) if inline else
+                     ThreadedSink(sink, label_, capacity=cfg.queue, deadline=deadline, cpu_share=cfg.cpu_share))
 
     try:
         if cfg.use or cfg.options or objects:
@@ -81,7 +85,7 @@ def build_sinks(cfg: SinksConfig, *, jsonl: object, objects: Sequence[object] = 
             for name in cfg.use:
                 info, sink = make_sink(name, cfg.options.get(name, {}), context)
                 if name in hosted:
-                    sinks.append(_hosted_view(name))
+                    sinks.append(_hosted_view(name, label(name)))
                     continue
                 add(sink, name, info.inline)
             for obj in objects:
@@ -112,10 +116,10 @@ def _hosted_names(cfg: SinksConfig, jsonl: object) -> tuple[str, ...]:
     return hosted_names(cfg) if os.path.isfile(getattr(jsonl, "path", "")) else ()
 
 
-def _hosted_view(name: str) -> object:
+def _hosted_view(name: str, label: str) -> object:
     from ..sinks.host.handle import HostedSink
 
-    return HostedSink(name)
+    return HostedSink(label, sink_name=name)
 
 
 def watch_dirs(cfg: WatchConfig, *, argv: Sequence[str], cwd: str) -> list[str]:

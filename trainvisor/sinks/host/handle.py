@@ -34,7 +34,7 @@ class SinkHost:
     def __init__(self, proc: subprocess.Popen, start: HostStart, deadline: CloseDeadline,
                  records: Callable[[], int]) -> None:
         self.proc, self.start, self.deadline, self._records = proc, start, deadline, records
-        self.names = tuple(n for n, _ in start.sinks)
+        self.names = start.labels or tuple(n for n, _ in start.sinks)
         self.report: Optional[dict[str, SinkCounts]] = None
         self.failed_reason = ""
         self._out_done = threading.Event()  # its stdout ended: reported, or died
@@ -158,8 +158,9 @@ class HostedSink:
     hosted = True
     threaded = True
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, *, sink_name: Optional[str] = None) -> None:
+        self.name = name  # its label in the run's counts (`csv#3`: a second csv)
+        self.sink_name = sink_name or name  # the registered sink the host makes
         self.host: Optional[SinkHost] = None
 
     @property
@@ -196,7 +197,9 @@ def start_host(cfg, sinks: list, *, jsonl, context, deadline: CloseDeadline) -> 
         offset = os.path.getsize(path)
     except OSError:
         offset = 0
-    start = HostStart(path=path, offset=offset, sinks=tuple((v.name, _plain(cfg.options.get(v.name, {}))) for v in views),
+    start = HostStart(path=path, offset=offset,
+                      sinks=tuple((v.sink_name, _plain(cfg.options.get(v.sink_name, {}))) for v in views),
+                      labels=tuple(v.name for v in views),
                       run_id=context.run_id, run_dir=context.run_dir, attempt=context.attempt,
                       identity=dict(context.identity),
                       config=to_dict(context.config, mask_secrets=True) if context.config is not None else None,

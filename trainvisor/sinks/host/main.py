@@ -121,8 +121,8 @@ def _make(start: HostStart, deadline: CloseDeadline, share: float = 1.0) -> list
     context = SinkContext(run_id=start.run_id, run_dir=start.run_dir, attempt=start.attempt,
                           config=_config(start.config), identity=dict(start.identity))
     sinks: list = []
-    for name, options in start.sinks:
-        label = name if all(s.name != name for s in sinks) else f"{name}#{len(sinks) + 1}"
+    for i, (name, options) in enumerate(start.sinks):
+        label = start.labels[i] if i < len(start.labels) else name  # the run's label: its counts are found by it
         try:
             _, sink = make_sink(name, options, context)
         except Exception as exc:

@@ -28,7 +28,8 @@ class HostStart:
     factory may ask for (`config`: the run's configuration as `config.convert.to_dict` shows it,
     secrets masked), `queue`: each sink's bound in records, `sinks.queue`, as in the run, and
     `cpu_share`: of one core, what the host takes while the training runs (`sinks.cpu_share`),
-    `backlog`: the seconds of writing its sinks may hold together (`sinks.backlog`)."""
+    `backlog`: the seconds of writing its sinks may hold together (`sinks.backlog`), `labels`:
+    each sink's name in the run's counts, as the run labelled it (`csv#3` for a second csv)."""
 
     path: str
     offset: int
@@ -41,6 +42,7 @@ class HostStart:
     queue: int = SINK_QUEUE
     cpu_share: float = SINK_CPU_SHARE
     backlog: float = SINK_BACKLOG
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ def read_start(line: bytes) -> HostStart:
     if not isinstance(d, dict) or not isinstance(d.get("path"), str):
         raise ValueError("the first line is not a sink host's start")
     d["sinks"] = tuple((str(n), o) for n, o in d.get("sinks", ()))
+    d["labels"] = tuple(str(n) for n in d.get("labels", ()))
     return HostStart(**d)
 
 
