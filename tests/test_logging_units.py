@@ -24,6 +24,7 @@ from trainvisor.logging import (
 )
 from trainvisor.logging.target import LogTarget, read_target, write_target
 from trainvisor.logging.protocol import MAX_RECORD_BYTES, FrameDecoder, ProtocolError, encode_frame
+from .test_process_tree import wait_for
 
 
 @given(st.lists(st.text(max_size=300), max_size=30), st.lists(st.integers(1, 700), min_size=1, max_size=10))
@@ -133,9 +134,7 @@ def test_forked_child_holds_none_of_the_writers_descriptors(tmp_path):
     h, log = _handler(tmp_path)
     log.info("parent connected")
     server = h.server
-    deadline = time.monotonic() + 30
-    while len(server._connections) < 1 and time.monotonic() < deadline:  # until the writer has accepted it
-        time.sleep(0.001)
+    wait_for(lambda: server._connections, 30, "the writer accepting the parent's connection")
     fds = [server._listener.fileno(), server.file.fd] + [c.fileno() for c in server._connections]
     assert len(fds) == 3
     pid = os.fork()
