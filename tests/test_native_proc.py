@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from trainvisor.supervisor.process import native_proc
+from trainvisor.supervisor.kernel import native_proc
 
 PY = sys.executable
 built = pytest.mark.skipif(native_proc() is None, reason="the C extension trainvisor._native._proc is not built")
@@ -23,7 +23,8 @@ def _python(code: str) -> str:
 
 @built
 def test_subreaper_is_set_and_undone_as_the_kernel_reports_it():
-    out = _python("from trainvisor.supervisor.process import become_subreaper, stop_subreaper, native_proc\n"
+    out = _python("from trainvisor.supervisor.kernel import native_proc\n"
+                  "from trainvisor.supervisor.process import become_subreaper, stop_subreaper\n"
                   "p = native_proc()\n"
                   "print(p.child_subreaper(), become_subreaper(), p.child_subreaper(), become_subreaper())\n"
                   "stop_subreaper(); print(p.child_subreaper())\n")
@@ -35,7 +36,7 @@ def test_subreaper_is_set_and_undone_as_the_kernel_reports_it():
 def test_an_orphan_is_adopted_by_the_subreaper_and_by_init_once_undone():
     """What the flag is for: a double-forked grandchild re-parents to trainvisor."""
     code = ("import os, time\n"
-            "from trainvisor.supervisor.process import native_proc\n"
+            "from trainvisor.supervisor.kernel import native_proc\n"
             "p = native_proc()\n"
             "def orphan_parent():\n"
             "    r, w = os.pipe()\n"
@@ -58,10 +59,11 @@ def _ignored(status: str) -> int:
 @built
 def test_default_signal_undoes_an_ignored_signal_from_a_thread_that_is_not_main():
     code = ("import signal, threading\n"
-            "from trainvisor.supervisor.process import native_proc\n"
+            "from trainvisor.supervisor.kernel import native_proc\n"
             "signal.signal(signal.SIGQUIT, signal.SIG_IGN)\n"
             "before = open('/proc/self/status').read()\n"
-            "t = threading.Thread(target=native_proc().default_signal, args=(int(signal.SIGQUIT),)); t.start(); t.join()\n"
+            "t = threading.Thread(target=native_proc().default_signal, args=(int(signal.SIGQUIT),))\n"
+            "t.start(); t.join()\n"
             "print(before + '---' + open('/proc/self/status').read())\n")
     before, after = _python(code).split("---")
     bit = 1 << (signal.SIGQUIT - 1)
@@ -70,7 +72,7 @@ def test_default_signal_undoes_an_ignored_signal_from_a_thread_that_is_not_main(
 
 @built
 def test_a_refused_call_is_an_oserror_with_its_errno():
-    out = _python("from trainvisor.supervisor.process import native_proc\n"
+    out = _python("from trainvisor.supervisor.kernel import native_proc\n"
                   "for call, arg in (('set_parent_death_signal', 99), ('default_signal', 9)):\n"
                   "    try:\n"
                   "        getattr(native_proc(), call)(arg)\n"
@@ -83,7 +85,8 @@ def test_without_the_extension_ctypes_makes_the_same_calls():
     """`sys.modules[...] = None` makes the import fail as an unbuilt extension's does."""
     code = ("import os, signal, sys\n"
             "sys.modules['trainvisor._native._proc'] = None\n"
-            "from trainvisor.supervisor.process import become_subreaper, stop_subreaper, native_proc\n"
+            "from trainvisor.supervisor.kernel import native_proc\n"
+            "from trainvisor.supervisor.process import become_subreaper, stop_subreaper\n"
             "from trainvisor.supervisor.signals import child_setup\n"
             "made = become_subreaper(); again = become_subreaper(); stop_subreaper()\n"
             "setup = child_setup(signal.SIGUSR1)\n"

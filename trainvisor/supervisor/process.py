@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequenc
 
 from ..errors import CommandNotExecutable, CommandNotFound
 from .procfs import children_of, descendants_of, nothing_left, wait_stopped
+from .kernel import Kernel
 
 if TYPE_CHECKING:
     import psutil
@@ -32,8 +33,6 @@ log = logging.getLogger("trainvisor.supervisor")
 # is still found at shutdown through /proc/PID/environ.
 TREE_TOKEN_ENV = "TRAINVISOR_TREE_TOKEN"
 
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_GET_CHILD_SUBREAPER = 37
 # psutil waits for each process it signalled; a SIGKILLed one is gone in milliseconds.
 _KILL_WAIT = 1.0
 _POLL = 0.02
@@ -46,45 +45,15 @@ def become_subreaper() -> bool:
     True when this call made the process one (it was not): the caller undoes it
     with `stop_subreaper` once its child is over, so a library call does not leave
     a process (a test session, a notebook) adopting strangers' orphans for ever."""
-    try:
-        proc = native_proc()
-        if proc is not None:
-            if proc.child_subreaper():
-                return False
-            proc.set_child_subreaper(True)
-            return True
-        import ctypes  # without the C extension only: its import is ~4 ms of every start
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        was = ctypes.c_int(0)
-        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) == 0 and was.value:
-            return False
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+    kernel = Kernel()
+    if kernel.child_subreaper():
         return False
+    return kernel.set_child_subreaper(True)
 
 
 def stop_subreaper() -> None:
     """Undo `become_subreaper` (orphans re-parent to init again)."""
-    try:
-        proc = native_proc()
-        if proc is not None:
-            proc.set_child_subreaper(False)
-            return
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def native_proc():
-    """The C extension's prctl and sigaction (_native/_proc.c), or None when it is not built."""
-    try:
-        from .._native import _proc
-    except ImportError:
-        return None
-    return _proc
+    Kernel().set_child_subreaper(False)
 
 
 def spawn_child(

@@ -58,6 +58,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Callable, Optional
 
 from .syncsignals import RELAYED_SIGNALS, current, unblock_in_child
+from .kernel import Kernel
 
 if TYPE_CHECKING:
     from .deathwatch import DeathWatch
@@ -89,7 +90,6 @@ DEFAULT_IN_CHILD = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 # What the child is sent when trainvisor dies without a chance to end it (SIGKILL).
 ON_SUPERVISOR_DEATH = {"term": signal.SIGTERM, "keep": None}
 
-_PR_SET_PDEATHSIG = 1
 
 
 def death_signal_for(choice: str) -> Optional[int]:
@@ -101,46 +101,6 @@ def death_signal_for(choice: str) -> Optional[int]:
 
         raise ConfigError(f"on_supervisor_death must be one of {', '.join(ON_SUPERVISOR_DEATH)}, "
                           f"not {choice!r}") from None
-
-
-class _Kernel:
-    """The two calls the child setup makes where Python has none: the C extension's
-    (_native/_proc.c), else libc's through ctypes, loaded only then (~4 ms of a start)."""
-
-    def __init__(self) -> None:
-        from .process import native_proc
-
-        self._proc, self._libc = native_proc(), None
-        if self._proc is None:
-            try:
-                import ctypes
-
-                self._libc = ctypes.CDLL(None, use_errno=True)
-            except OSError:
-                pass
-
-    @property
-    def usable(self) -> bool:
-        return self._proc is not None or self._libc is not None
-
-    def default_signal(self, sig: int) -> None:
-        """A refusal is ignored, as libc's return value always was: the child starts regardless."""
-        try:
-            if self._proc is not None:
-                self._proc.default_signal(sig)
-            elif self._libc is not None:
-                self._libc.signal(sig, 0)  # 0 is SIG_DFL
-        except OSError:
-            pass
-
-    def set_parent_death_signal(self, sig: int) -> None:
-        try:
-            if self._proc is not None:
-                self._proc.set_parent_death_signal(sig)
-            elif self._libc is not None:
-                self._libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        except OSError:
-            pass
 
 
 def child_setup(death_signal: Optional[int], watch: Optional["DeathWatch"] = None) -> Callable[[], None]:
@@ -155,7 +115,7 @@ def child_setup(death_signal: Optional[int], watch: Optional["DeathWatch"] = Non
     fork and the prctl, no signal would ever come: getppid() tells.
     """
     parent = os.getpid()
-    kernel = _Kernel()
+    kernel = Kernel()
 
     def setup() -> None:
         unblock_in_child()
